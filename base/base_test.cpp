@@ -1,0 +1,96 @@
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/event_fd.hpp"
+#include "base/mmap_region.hpp"
+#include "base/result.hpp"
+#include "base/unique_fd.hpp"
+
+using namespace sbx;
+
+TEST_CASE("Result carries a value or an error") {
+    Result<int> good = 5;
+    REQUIRE(good);
+    CHECK(*good == 5);
+    Result<int> bad = make_error("bad {}", 7);
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().to_string() == "bad 7");
+    CHECK(bad.error().context("loading").to_string() == "loading: bad 7");
+    Result<void> fail = errno_error("open x", ENOENT);
+    CHECK_FALSE(fail);
+    CHECK(fail.error().to_string() == "open x: No such file or directory");
+}
+
+TEST_CASE("UniqueFd closes on destruction and moves ownership") {
+    int raw = -1;
+    {
+        auto fd = UniqueFd::open("/dev/null", O_RDONLY);
+        REQUIRE(fd);
+        raw = fd->get();
+        UniqueFd moved = std::move(*fd);
+        CHECK_FALSE(fd->valid());
+        CHECK(moved.get() == raw);
+    }
+    CHECK(::fcntl(raw, F_GETFD) == -1);
+    CHECK(errno == EBADF);
+}
+
+TEST_CASE("UniqueFd::open reports the path on failure") {
+    auto fd = UniqueFd::open("/nonexistent/x", O_RDONLY);
+    REQUIRE_FALSE(fd);
+    CHECK(fd.error().to_string().find("/nonexistent/x") != std::string::npos);
+    CHECK(fd.error().errno_value == ENOENT);
+}
+
+TEST_CASE("read_file enforces the size limit") {
+    char path[] = "/tmp/sbx-base-test-XXXXXX";
+    int raw = ::mkstemp(path);
+    REQUIRE(raw >= 0);
+    UniqueFd fd(raw);
+    REQUIRE(write_all(fd.get(), "hello", 5));
+    auto whole = read_file(path, 5);
+    REQUIRE(whole);
+    CHECK(*whole == "hello");
+    CHECK_FALSE(read_file(path, 4));
+    CHECK_FALSE(read_file("/dev", 100));  // not a regular file
+    ::unlink(path);
+}
+
+TEST_CASE("MmapRegion maps zeroed memory") {
+    auto region = MmapRegion::anonymous(1 << 20);
+    REQUIRE(region);
+    CHECK(region->size() == (1U << 20));
+    CHECK(region->data()[12345] == 0);
+    region->data()[12345] = 9;
+    MmapRegion moved = std::move(*region);
+    CHECK(moved.data()[12345] == 9);
+    CHECK(region->data() == nullptr);
+}
+
+TEST_CASE("EventFd counts signals") {
+    auto ev = EventFd::create();
+    REQUIRE(ev);
+    CHECK(*ev->consume() == 0);
+    REQUIRE(ev->signal(2));
+    REQUIRE(ev->signal(3));
+    CHECK(*ev->consume() == 5);
+}
+
+#include "base/epoll.hpp"
+
+TEST_CASE("Epoll reports a signalled eventfd with its token") {
+    auto ep = Epoll::create();
+    REQUIRE(ep);
+    auto ev = EventFd::create();
+    REQUIRE(ev);
+    REQUIRE(ep->add(ev->fd(), 0x001 /* EPOLLIN */, 77));
+    Epoll::Event out[4];
+    CHECK(*ep->wait(out, 0) == 0);
+    REQUIRE(ev->signal());
+    REQUIRE(*ep->wait(out, 100) == 1);
+    CHECK(out[0].token == 77);
+    REQUIRE(ep->remove(ev->fd()));
+    CHECK(*ep->wait(out, 0) == 0);
+}

@@ -1,0 +1,47 @@
+// RAII owner of an mmap(2) mapping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+
+#include "base/result.hpp"
+
+namespace sbx {
+
+class MmapRegion {
+public:
+    MmapRegion() = default;
+    MmapRegion(const MmapRegion&) = delete;
+    MmapRegion& operator=(const MmapRegion&) = delete;
+    MmapRegion(MmapRegion&& other) noexcept
+        : addr_(std::exchange(other.addr_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    MmapRegion& operator=(MmapRegion&& other) noexcept {
+        if (this != &other) {
+            unmap();
+            addr_ = std::exchange(other.addr_, nullptr);
+            size_ = std::exchange(other.size_, 0);
+        }
+        return *this;
+    }
+    ~MmapRegion() { unmap(); }
+
+    // Private anonymous memory, not reserved against swap (guest RAM).
+    static Result<MmapRegion> anonymous(std::size_t size);
+    // A shared mapping of fd at offset (e.g. the vCPU's kvm_run page).
+    static Result<MmapRegion> shared(int fd, std::size_t size, off_t offset = 0);
+
+    [[nodiscard]] std::uint8_t* data() const { return static_cast<std::uint8_t*>(addr_); }
+    [[nodiscard]] std::size_t size() const { return size_; }
+    [[nodiscard]] std::span<std::uint8_t> bytes() const { return {data(), size_}; }
+
+private:
+    MmapRegion(void* addr, std::size_t size) : addr_(addr), size_(size) {}
+    void unmap();
+
+    void* addr_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+}  // namespace sbx

@@ -1,0 +1,22 @@
+#include "base/result.hpp"
+
+#include <cstring>
+
+namespace sbx {
+
+std::string Error::to_string() const {
+    if (errno_value == 0) {
+        return message;
+    }
+    return fmt::format("{}: {}", message, std::strerror(errno_value));
+}
+
+Error Error::context(std::string_view what) const {
+    return Error{fmt::format("{}: {}", what, message), errno_value};
+}
+
+Error make_error(std::string message) { return Error{std::move(message), 0}; }
+
+Error errno_error(std::string_view what, int err) { return Error{std::string(what), err}; }
+
+}  // namespace sbx

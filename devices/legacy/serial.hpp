@@ -1,0 +1,69 @@
+// A 16550A UART (TI/National PC16550D datasheet), enough for the Linux 8250
+// driver: THR/RBR with a 64-byte receive FIFO, interrupt enable and
+// identification, line/modem control and status, scratch, divisor latch,
+// and loopback mode (which Linux uses to probe the port).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "devices/bus.hpp"
+#include "devices/interrupt.hpp"
+
+namespace sbx {
+
+class Serial final : public BusDevice {
+public:
+    static constexpr std::uint64_t kPortCount = 8;
+    static constexpr std::size_t kRxFifoSize = 64;
+
+    // Output goes to out_fd (not owned; -1 discards it), line-buffered.
+    Serial(InterruptLine& irq, int out_fd) : irq_(irq), out_fd_(out_fd) {}
+
+    void read(std::uint64_t offset, std::span<std::uint8_t> data) override;
+    void write(std::uint64_t offset, std::span<const std::uint8_t> data) override;
+
+    // Host input for the guest; bytes beyond the FIFO's room are dropped and
+    // the count of accepted bytes is returned.
+    std::size_t enqueue_input(std::span<const std::uint8_t> bytes);
+    // Writes out whatever output is buffered (called periodically and at exit).
+    void flush();
+
+    struct State {
+        std::uint8_t ier, lcr, mcr, lsr, msr, scr, dll, dlm;
+        bool thr_interrupt_pending;
+        std::string rx_fifo;
+    };
+    [[nodiscard]] State save() const;
+    void restore(const State& state);
+
+private:
+    std::uint8_t read_register(std::uint64_t offset);
+    void write_register(std::uint64_t offset, std::uint8_t value);
+    void transmit(std::uint8_t byte);
+    void update_interrupt();
+    [[nodiscard]] bool dlab() const;
+    [[nodiscard]] bool loopback() const;
+    void flush_locked();
+
+    InterruptLine& irq_;
+    int out_fd_;
+    mutable std::mutex mutex_;
+    // Register reset values (PC16550D datasheet, Table IV "UART Reset Configuration").
+    std::uint8_t ier_ = 0x00;
+    std::uint8_t lcr_ = 0x03;  // 8 data bits, as firmware leaves it
+    std::uint8_t mcr_ = 0x08;  // OUT2 set: interrupts routed to the PIC
+    std::uint8_t lsr_ = 0x60;  // THR and transmitter empty
+    std::uint8_t msr_ = 0xb0;  // DCD, DSR, CTS asserted: a cable is connected
+    std::uint8_t scr_ = 0x00;
+    std::uint8_t dll_ = 0x0c;  // 9600 baud
+    std::uint8_t dlm_ = 0x00;
+    bool thr_interrupt_pending_ = false;
+    std::deque<std::uint8_t> rx_fifo_;
+    std::string out_buffer_;
+};
+
+}  // namespace sbx

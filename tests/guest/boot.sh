@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Guest test: sbx-vmm boots our kernel and the minimal initramfs to
+# userspace through the nested harness, the guest reports its vCPU count,
+# and a guest reboot ends sbx-vmm with status 0.
+# Usage: boot.sh SOURCE_ROOT BUILD_ROOT CPUS
+set -euo pipefail
+src=$1 build=$2 cpus=$3
+. "$src/tests/lib.sh"
+
+kernel=$("$src/images/build" kernel)
+initrd=$("$src/images/build" initramfs)
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+set +e
+"$src/tests/nested" --timeout 600 -- \
+  "$build/vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256 \
+  >"$out" 2>&1
+status=$?
+set -e
+log=$(cat "$out")
+[ "$status" -eq 0 ] || { tail -n 60 "$out" >&2; fail "sbx-vmm exited with status $status"; }
+pass "sbx-vmm exited 0 after the guest rebooted"
+expect_contains "$log" "SBX-BOOTED" "guest reached userspace"
+expect_contains "$log" "SBX-UNAME: Linux" "guest ran uname"
+expect_contains "$log" "SBX-NPROC: $cpus" "guest sees $cpus vCPUs"
+expect_contains "$log" "guest boot time:" "boot timer recorded the init's write"
+expect_contains "$log" "exit: reset" "exit reason is the guest reset"

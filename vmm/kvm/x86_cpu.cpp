@@ -1,0 +1,109 @@
+#include "vmm/kvm/x86_cpu.hpp"
+
+#include <bit>
+
+namespace sbx::kvm {
+
+namespace {
+
+// CPUID bit positions (Intel SDM Vol. 2A, CPUID; AMD APM Vol. 3, E.3).
+constexpr std::uint32_t kLeaf1EcxTscDeadline = 1U << 24;
+constexpr std::uint32_t kLeaf1EcxHypervisor = 1U << 31;
+constexpr std::uint32_t kLeaf1EdxHtt = 1U << 28;
+constexpr std::uint32_t kClflushLineSize = 8;  // in 8-byte units: 64 bytes
+
+// Topology level types for leaves 0xB/0x1F ECX[15:8].
+constexpr std::uint32_t kLevelSmt = 1;
+constexpr std::uint32_t kLevelCore = 2;
+
+std::uint32_t bits_for(std::uint32_t count) {
+    return count <= 1 ? 0 : static_cast<std::uint32_t>(std::bit_width(count - 1));
+}
+
+void set_topology_leaf(CpuidEntry& e, const CpuTopology& t) {
+    e.edx = t.vcpu_id;
+    switch (e.index) {
+        case 0:  // SMT level: one thread per core
+            e.eax = 0;
+            e.ebx = 1;
+            e.ecx = (kLevelSmt << 8) | e.index;
+            break;
+        case 1:  // core level: every vCPU is a core of one package
+            e.eax = bits_for(t.vcpu_count);
+            e.ebx = t.vcpu_count;
+            e.ecx = (kLevelCore << 8) | e.index;
+            break;
+        default:  // invalid level ends the enumeration
+            e.eax = 0;
+            e.ebx = 0;
+            e.ecx = e.index;
+            break;
+    }
+}
+
+}  // namespace
+
+std::vector<CpuidEntry> guest_cpuid(std::vector<CpuidEntry> supported, const CpuTopology& t) {
+    for (auto& e : supported) {
+        switch (e.function) {
+            case 0x1:
+                e.ebx = (t.vcpu_id << 24) | ((t.vcpu_count & 0xff) << 16) | (kClflushLineSize << 8) |
+                        (e.ebx & 0xff);
+                e.ecx |= kLeaf1EcxHypervisor;
+                if (t.tsc_deadline) {
+                    e.ecx |= kLeaf1EcxTscDeadline;
+                }
+                if (t.vcpu_count > 1) {
+                    e.edx |= kLeaf1EdxHtt;
+                } else {
+                    e.edx &= ~kLeaf1EdxHtt;
+                }
+                break;
+            case 0x4: {
+                // EAX[31:26]: cores per package - 1; EAX[25:14]: threads sharing this cache - 1.
+                std::uint32_t cache_level = (e.eax >> 5) & 0x7;
+                std::uint32_t sharing = cache_level >= 3 ? t.vcpu_count - 1 : 0;
+                e.eax = (e.eax & 0x3fff) | ((sharing & 0xfff) << 14) | (((t.vcpu_count - 1) & 0x3f) << 26);
+                break;
+            }
+            case 0xa:  // no architectural performance monitoring
+                e.eax = e.ebx = e.ecx = e.edx = 0;
+                break;
+            case 0xb:
+            case 0x1f:
+                set_topology_leaf(e, t);
+                break;
+            case 0x80000008:
+                // ECX[7:0] NC: cores - 1; ECX[15:12] ApicIdSize.
+                e.ecx = (e.ecx & ~0xf0ffU) | ((t.vcpu_count - 1) & 0xff) | (bits_for(t.vcpu_count) << 12);
+                break;
+            case 0x8000001e:
+                e.eax = t.vcpu_id;              // extended APIC id
+                e.ebx = t.vcpu_id & 0xff;       // compute unit id, one thread per unit
+                e.ecx = 0;                      // node 0, one node per package
+                break;
+            default:
+                break;
+        }
+    }
+    return supported;
+}
+
+std::vector<std::pair<std::uint32_t, std::uint64_t>> boot_msrs() {
+    // MSR numbers from Intel SDM Vol. 4, Table 2-2.
+    constexpr std::uint32_t kSysenterCs = 0x174, kSysenterEsp = 0x175, kSysenterEip = 0x176;
+    constexpr std::uint32_t kStar = 0xc0000081, kLstar = 0xc0000082, kCstar = 0xc0000083;
+    constexpr std::uint32_t kSyscallMask = 0xc0000084, kKernelGsBase = 0xc0000102;
+    constexpr std::uint32_t kTsc = 0x10, kMiscEnable = 0x1a0, kMtrrDefType = 0x2ff;
+    constexpr std::uint64_t kMiscEnableFastString = 1;
+    constexpr std::uint64_t kMtrrEnable = 1ULL << 11, kMemTypeWriteBack = 6;
+    return {
+        {kSysenterCs, 0}, {kSysenterEsp, 0}, {kSysenterEip, 0},
+        {kStar, 0}, {kCstar, 0}, {kKernelGsBase, 0}, {kSyscallMask, 0}, {kLstar, 0},
+        {kTsc, 0},
+        {kMiscEnable, kMiscEnableFastString},
+        {kMtrrDefType, kMtrrEnable | kMemTypeWriteBack},
+    };
+}
+
+}  // namespace sbx::kvm

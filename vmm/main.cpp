@@ -1,0 +1,86 @@
+// sbx-vmm: one microVM per process, a thin main over libsbxvmm.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "base/log.hpp"
+#include "base/unique_fd.hpp"
+#include "vmm/vm_builder.hpp"
+
+namespace {
+
+constexpr int kExitConfigError = 1;
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto start = sbx::Vm::Clock::now();
+    CLI::App app{"sbx-vmm: boot a Linux microVM on KVM.\n"
+                 "Exit status: 0 when the guest reboots or powers off, 2 on a guest triple fault,\n"
+                 "3 on a KVM error, 4 on a VMM error, 1 on bad configuration."};
+    app.set_version_flag("--version", "sbx-vmm 0.1.0");
+
+    std::string config_path;
+    std::string kernel, initrd, cmdline, console;
+    unsigned cpus = 0;
+    std::uint64_t memory = 0;
+    app.add_option("--config", config_path, "TOML file ([machine] cpus, memory_mib; [boot] kernel, "
+                                            "initrd, cmdline; [console] output); flags override it")
+        ->check(CLI::ExistingFile);
+    app.add_option("--kernel", kernel, "bzImage or ELF vmlinux");
+    app.add_option("--initrd", initrd, "initial ramdisk (cpio archive, optionally compressed)");
+    app.add_option("--cmdline", cmdline, fmt::format("kernel command line (default: \"{}\")",
+                                                     sbx::VmConfig::kDefaultCmdline));
+    app.add_option("--cpus", cpus, "number of vCPUs (default 1)");
+    app.add_option("--memory", memory, fmt::format("guest memory in MiB (default {})",
+                                                   sbx::VmConfig::kDefaultMemoryMib));
+    app.add_option("--console", console, "serial console: stdout (default), none, file:PATH, socket:PATH");
+    std::string kvm_device;
+    app.add_option("--kvm-device", kvm_device, "KVM device node (default /dev/kvm)");
+    CLI11_PARSE(app, argc, argv);
+
+    sbx::VmConfig config;
+    if (!config_path.empty()) {
+        auto text = sbx::read_file(config_path, kMaxConfigBytes);
+        if (!text) {
+            sbx::log::error("{}", text.error().to_string());
+            return kExitConfigError;
+        }
+        if (auto r = config.merge_toml(*text, config_path); !r) {
+            sbx::log::error("{}", r.error().to_string());
+            return kExitConfigError;
+        }
+    }
+    if (!kernel.empty()) config.kernel = kernel;
+    if (!initrd.empty()) config.initrd = initrd;
+    if (!cmdline.empty()) config.cmdline = cmdline;
+    if (app.count("--cpus") > 0) config.cpus = cpus;
+    if (app.count("--memory") > 0) config.memory_mib = memory;
+    if (!kvm_device.empty()) config.kvm_device = kvm_device;
+    if (!console.empty()) {
+        auto c = sbx::ConsoleConfig::parse(console);
+        if (!c) {
+            sbx::log::error("{}", c.error().to_string());
+            return kExitConfigError;
+        }
+        config.console = *c;
+    }
+
+    auto vm = sbx::VmBuilder(config, start).build();
+    if (!vm) {
+        sbx::log::error("{}", vm.error().to_string());
+        return kExitConfigError;
+    }
+    sbx::VmExit exit = (*vm)->run();
+    auto boot = (*vm)->boot_time();
+    std::string boot_text = boot ? fmt::format("{:.3f} ms", static_cast<double>(boot->count()) / 1000.0)
+                                 : std::string("not reported");
+    int code = sbx::exit_code(exit.reason);
+    if (code == 0) {
+        sbx::log::info("exit: {} ({}); boot time {}", sbx::to_string(exit.reason), exit.message, boot_text);
+    } else {
+        sbx::log::error("exit: {}: {}", sbx::to_string(exit.reason), exit.message);
+    }
+    return code;
+}

@@ -1,0 +1,94 @@
+// Guest physical memory: a set of non-overlapping regions backed by host
+// mappings, with every access checked against the regions' bounds.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "base/mmap_region.hpp"
+#include "base/result.hpp"
+
+namespace sbx {
+
+// A guest physical address. A distinct type so it cannot be mixed up with a
+// host pointer or a length.
+struct GuestAddress {
+    std::uint64_t value = 0;
+
+    constexpr GuestAddress() = default;
+    constexpr explicit GuestAddress(std::uint64_t v) : value(v) {}
+    constexpr auto operator<=>(const GuestAddress&) const = default;
+    // Returns false when the sum would wrap past 2^64.
+    [[nodiscard]] constexpr bool checked_add(std::uint64_t offset, GuestAddress& out) const {
+        if (value > UINT64_MAX - offset) {
+            return false;
+        }
+        out = GuestAddress(value + offset);
+        return true;
+    }
+    [[nodiscard]] constexpr GuestAddress operator+(std::uint64_t offset) const {
+        return GuestAddress(value + offset);
+    }
+};
+
+struct MemoryRegionSpec {
+    GuestAddress start;
+    std::uint64_t size = 0;
+};
+
+class GuestMemory {
+public:
+    struct Region {
+        GuestAddress start;
+        MmapRegion mapping;
+
+        [[nodiscard]] std::uint64_t size() const { return mapping.size(); }
+        [[nodiscard]] std::uint64_t end() const { return start.value + mapping.size(); }
+    };
+
+    // Maps anonymous memory for each region. Regions must be non-empty,
+    // page-aligned and must not overlap.
+    static Result<GuestMemory> create(std::span<const MemoryRegionSpec> specs);
+
+    [[nodiscard]] const std::vector<Region>& regions() const { return regions_; }
+    [[nodiscard]] std::uint64_t total_size() const;
+    // The highest guest address that is backed plus one.
+    [[nodiscard]] std::uint64_t end() const;
+
+    // A host view of [addr, addr+len) when it lies entirely inside one region.
+    [[nodiscard]] Result<std::span<std::uint8_t>> slice(GuestAddress addr, std::uint64_t len) const;
+    [[nodiscard]] bool contains(GuestAddress addr, std::uint64_t len) const;
+
+    // Copies that may span several adjacent regions.
+    [[nodiscard]] Result<void> read(GuestAddress addr, std::span<std::uint8_t> out) const;
+    [[nodiscard]] Result<void> write(GuestAddress addr, std::span<const std::uint8_t> in) const;
+    [[nodiscard]] Result<void> fill(GuestAddress addr, std::uint64_t len, std::uint8_t byte) const;
+
+    template <typename T>
+    [[nodiscard]] Result<T> read_obj(GuestAddress addr) const {
+        static_assert(std::is_trivially_copyable_v<T>);
+        T value{};
+        auto r = read(addr, std::span(reinterpret_cast<std::uint8_t*>(&value), sizeof(T)));
+        if (!r) {
+            return r.error();
+        }
+        return value;
+    }
+
+    template <typename T>
+    [[nodiscard]] Result<void> write_obj(GuestAddress addr, const T& value) const {
+        static_assert(std::is_trivially_copyable_v<T>);
+        return write(addr, std::span(reinterpret_cast<const std::uint8_t*>(&value), sizeof(T)));
+    }
+
+private:
+    explicit GuestMemory(std::vector<Region> regions) : regions_(std::move(regions)) {}
+    [[nodiscard]] const Region* find(GuestAddress addr) const;
+
+    std::vector<Region> regions_;  // sorted by start
+};
+
+}  // namespace sbx

@@ -1,0 +1,223 @@
+#include "vmm/vm.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <array>
+
+#include "base/epoll.hpp"
+#include "base/log.hpp"
+
+namespace sbx {
+
+namespace {
+
+// The signal that kicks a vCPU thread out of KVM_RUN. Its handler does
+// nothing: the point is the EINTR, with immediate_exit set beforehand so a
+// thread that was not in KVM_RUN yet returns at once too.
+int kick_signal() { return SIGRTMIN; }
+
+void install_kick_handler() {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: KVM_RUN must return EINTR
+    ::sigaction(kick_signal(), &sa, nullptr);
+}
+
+template <class... Ts>
+struct Overloaded : Ts... {
+    using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+constexpr std::uint64_t kTokenExit = 1;
+constexpr std::uint64_t kTokenConsoleIn = 2;
+constexpr int kConsoleFlushMs = 50;
+constexpr std::size_t kMaxPendingInput = 4096;
+
+}  // namespace
+
+int exit_code(ExitReason reason) {
+    switch (reason) {
+        case ExitReason::Reset:
+        case ExitReason::PowerOff:
+        case ExitReason::Stopped: return 0;
+        case ExitReason::TripleFault: return 2;
+        case ExitReason::KvmError: return 3;
+        case ExitReason::VmmError: return 4;
+    }
+    return 4;
+}
+
+const char* to_string(ExitReason reason) {
+    switch (reason) {
+        case ExitReason::Reset: return "reset";
+        case ExitReason::PowerOff: return "poweroff";
+        case ExitReason::TripleFault: return "triple-fault";
+        case ExitReason::KvmError: return "kvm-error";
+        case ExitReason::VmmError: return "vmm-error";
+        case ExitReason::Stopped: return "stopped";
+    }
+    return "unknown";
+}
+
+Vm::Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event)
+    : system_(std::move(system)),
+      kvm_vm_(std::move(vm)),
+      memory_(std::move(memory)),
+      exit_event_(std::move(exit_event)) {}
+
+Vm::~Vm() { stop_vcpus(); }
+
+void Vm::request_exit(VmExit exit) {
+    {
+        std::lock_guard lock(exit_mutex_);
+        if (!exit_) {
+            exit_ = std::move(exit);
+        }
+    }
+    stopping_ = true;
+    [[maybe_unused]] auto r = exit_event_.signal();
+}
+
+VmExit Vm::run() {
+    install_kick_handler();
+    mmio_bus_.freeze();
+    pio_bus_.freeze();
+    for (auto& vcpu : vcpus_) {
+        threads_.emplace_back([this, &vcpu] { vcpu_loop(vcpu); });
+    }
+    event_loop();
+    stop_vcpus();
+    serial_->flush();
+    std::lock_guard lock(exit_mutex_);
+    return *exit_;
+}
+
+void Vm::stop_vcpus() {
+    stopping_ = true;
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+        vcpus_[i].set_immediate_exit(true);
+        ::pthread_kill(threads_[i].native_handle(), kick_signal());
+    }
+    for (auto& t : threads_) {
+        if (t.joinable()) {
+            t.join();
+        }
+    }
+    threads_.clear();
+}
+
+void Vm::vcpu_loop(kvm::Vcpu& vcpu) {
+    while (!stopping_) {
+        auto exit = vcpu.run();
+        if (!exit) {
+            request_exit({ExitReason::VmmError, exit.error().to_string()});
+            return;
+        }
+        if (!handle_exit(*exit)) {
+            return;
+        }
+    }
+}
+
+// Returns false when the vCPU must stop running.
+bool Vm::handle_exit(const kvm::VcpuExit& exit) {
+    return std::visit(
+        Overloaded{
+            [&](const kvm::IoIn& io) {
+                for (std::size_t off = 0; off < io.data.size(); off += io.size) {
+                    pio_bus_.read(io.port, io.data.subspan(off, io.size));
+                }
+                return true;
+            },
+            [&](const kvm::IoOut& io) {
+                for (std::size_t off = 0; off < io.data.size(); off += io.size) {
+                    pio_bus_.write(io.port, io.data.subspan(off, io.size));
+                }
+                return true;
+            },
+            [&](const kvm::MmioRead& m) {
+                mmio_bus_.read(m.address, m.data);
+                return true;
+            },
+            [&](const kvm::MmioWrite& m) {
+                mmio_bus_.write(m.address, m.data);
+                return true;
+            },
+            [&](const kvm::Halt&) { return true; },
+            [&](const kvm::Interrupted&) { return true; },
+            [&](const kvm::Shutdown&) {
+                request_exit({ExitReason::TripleFault, "guest triple fault (KVM_EXIT_SHUTDOWN)"});
+                return false;
+            },
+            [&](const kvm::SystemEvent& e) {
+                if (e.kind == kvm::SystemEvent::Kind::Reset) {
+                    request_exit({ExitReason::Reset, "guest reset"});
+                } else if (e.kind == kvm::SystemEvent::Kind::Shutdown) {
+                    request_exit({ExitReason::PowerOff, "guest powered off"});
+                } else {
+                    request_exit({ExitReason::KvmError, kvm::describe(exit)});
+                }
+                return false;
+            },
+            [&](const auto&) {
+                request_exit({ExitReason::KvmError, kvm::describe(exit)});
+                return false;
+            },
+        },
+        exit);
+}
+
+void Vm::event_loop() {
+    auto epoll = Epoll::create();
+    if (!epoll || !epoll->add(exit_event_.fd(), EPOLLIN, kTokenExit)) {
+        request_exit({ExitReason::VmmError, "cannot create the event loop"});
+        return;
+    }
+    // Console input waits in `pending` until the guest's UART FIFO has room;
+    // while it is full the fd leaves the epoll set, so nothing is dropped.
+    bool input_open = console_in_ >= 0 && epoll->add(console_in_, EPOLLIN, kTokenConsoleIn).has_value();
+    bool input_watched = input_open;
+    std::string pending;
+    std::array<Epoll::Event, 8> events{};
+    while (!stopping_) {
+        auto n = epoll->wait(events, kConsoleFlushMs);
+        if (!n) {
+            request_exit({ExitReason::VmmError, n.error().to_string()});
+            break;
+        }
+        for (std::size_t i = 0; i < *n; ++i) {
+            if (events[i].token != kTokenConsoleIn) {
+                continue;
+            }
+            std::array<char, 512> buf{};
+            ssize_t got = ::read(console_in_, buf.data(), buf.size());
+            if (got <= 0) {
+                // EOF or error: the console has no more input for the guest.
+                [[maybe_unused]] auto r = epoll->remove(console_in_);
+                input_open = input_watched = false;
+                continue;
+            }
+            pending.append(buf.data(), static_cast<std::size_t>(got));
+        }
+        if (!pending.empty()) {
+            auto taken = serial_->enqueue_input(
+                std::span(reinterpret_cast<const std::uint8_t*>(pending.data()), pending.size()));
+            pending.erase(0, taken);
+        }
+        bool want_input = input_open && pending.size() < kMaxPendingInput;
+        if (want_input != input_watched) {
+            input_watched = want_input;
+            [[maybe_unused]] auto r = want_input ? epoll->add(console_in_, EPOLLIN, kTokenConsoleIn)
+                                                 : epoll->remove(console_in_);
+        }
+        serial_->flush();
+    }
+}
+
+}  // namespace sbx

@@ -1,0 +1,104 @@
+// A running microVM: guest memory, KVM VM and vCPUs, the buses and legacy
+// devices, and one thread per vCPU plus the calling thread's event loop.
+// Built by VmBuilder; run() blocks until the guest resets, powers off or fails.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/event_fd.hpp"
+#include "base/result.hpp"
+#include "base/unique_fd.hpp"
+#include "devices/bus.hpp"
+#include "devices/interrupt.hpp"
+#include "devices/legacy/boot_timer.hpp"
+#include "devices/legacy/i8042.hpp"
+#include "devices/legacy/serial.hpp"
+#include "vmm/config.hpp"
+#include "vmm/kvm/kvm.hpp"
+#include "vmm/memory/guest_memory.hpp"
+
+namespace sbx {
+
+enum class ExitReason {
+    Reset,        // guest reboot (i8042 reset line): a clean exit
+    PowerOff,     // guest poweroff (KVM system event)
+    TripleFault,  // KVM_EXIT_SHUTDOWN
+    KvmError,     // internal error, failed entry, unhandled exit
+    VmmError,     // the VMM itself failed (an ioctl, a thread)
+    Stopped,      // stopped by the embedder through request_stop()
+};
+
+struct VmExit {
+    ExitReason reason;
+    std::string message;
+};
+
+// The sbx-vmm process exit status for a reason: 0 for a clean guest exit.
+[[nodiscard]] int exit_code(ExitReason reason);
+[[nodiscard]] const char* to_string(ExitReason reason);
+
+// An interrupt line backed by an eventfd registered with KVM_IRQFD.
+class IrqFdLine final : public InterruptLine {
+public:
+    explicit IrqFdLine(EventFd fd) : fd_(std::move(fd)) {}
+    void trigger() override { [[maybe_unused]] auto r = fd_.signal(); }
+    [[nodiscard]] int fd() const { return fd_.fd(); }
+
+private:
+    EventFd fd_;
+};
+
+class Vm {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    Vm(const Vm&) = delete;
+    Vm& operator=(const Vm&) = delete;
+    ~Vm();
+
+    VmExit run();
+    // Thread-safe: makes run() return with `exit` (the first request wins).
+    void request_exit(VmExit exit);
+    void request_stop() { request_exit({ExitReason::Stopped, "stopped by request"}); }
+
+    [[nodiscard]] std::optional<std::chrono::microseconds> boot_time() const { return boot_timer_->boot_time(); }
+    [[nodiscard]] const GuestMemory& memory() const { return memory_; }
+    [[nodiscard]] unsigned vcpu_count() const { return static_cast<unsigned>(vcpus_.size()); }
+
+private:
+    friend class VmBuilder;
+    Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event);
+
+    void vcpu_loop(kvm::Vcpu& vcpu);
+    [[nodiscard]] bool handle_exit(const kvm::VcpuExit& exit);
+    void event_loop();
+    void stop_vcpus();
+
+    kvm::System system_;
+    kvm::Vm kvm_vm_;
+    GuestMemory memory_;
+    Bus pio_bus_{"pio"};
+    Bus mmio_bus_{"mmio"};
+    std::vector<kvm::Vcpu> vcpus_;
+    std::vector<std::unique_ptr<IrqFdLine>> irq_lines_;
+    std::shared_ptr<Serial> serial_;
+    std::shared_ptr<I8042> i8042_;
+    std::shared_ptr<BootTimer> boot_timer_;
+    UniqueFd console_out_;  // owned when the console is a file or socket
+    int console_in_ = -1;   // stdin or the socket; -1 when there is no input
+
+    EventFd exit_event_;
+    std::atomic<bool> stopping_{false};
+    std::mutex exit_mutex_;
+    std::optional<VmExit> exit_;
+    std::vector<std::thread> threads_;
+};
+
+}  // namespace sbx

@@ -1,0 +1,246 @@
+#include "vmm/vm_builder.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "vmm/boot/layout.hpp"
+#include "vmm/boot/linux_boot.hpp"
+#include "vmm/kvm/x86_cpu.hpp"
+
+namespace sbx {
+
+namespace {
+
+constexpr std::size_t kMaxKernelBytes = 512ULL << 20;
+// Intel VMX needs three pages for a real-mode TSS below 4 GiB, outside RAM
+// and MMIO; just under the BIOS area at the top of the 32-bit space.
+constexpr std::uint64_t kTssAddress = 0xfffbd000;
+// ISA IRQs wired through the in-kernel PIC/IOAPIC (MP table: ISA IRQ n -> pin n).
+constexpr std::uint32_t kI8042Irq = 1;
+constexpr std::uint32_t kSerialIrq = 4;
+constexpr std::uint64_t kSerialPort = 0x3f8;
+
+Result<std::string> read_input_file(const std::string& path, std::size_t limit, std::string_view what) {
+    auto data = read_file(path, limit);
+    if (!data) {
+        return data.error().context(what);
+    }
+    if (data->empty()) {
+        return make_error("{}: {} is empty", what, path);
+    }
+    return data;
+}
+
+std::span<const std::uint8_t> bytes_of(const std::string& s) {
+    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+Result<UniqueFd> connect_unix(const std::string& path) {
+    sockaddr_un addr{};
+    if (path.size() >= sizeof addr.sun_path) {
+        return make_error("console socket path is too long: {}", path);
+    }
+    int raw = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (raw < 0) {
+        return errno_error("socket");
+    }
+    UniqueFd fd(raw);
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+        return errno_error(fmt::format("cannot connect the console to {}", path));
+    }
+    return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Vm>> VmBuilder::build() {
+    if (auto r = config_.validate(); !r) {
+        return r.error();
+    }
+    auto kernel = read_input_file(config_.kernel, kMaxKernelBytes, "kernel");
+    if (!kernel) {
+        return kernel.error();
+    }
+    std::string initrd;
+    if (!config_.initrd.empty()) {
+        struct stat st {};
+        if (::stat(config_.initrd.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<std::uint64_t>(st.st_size) > (config_.memory_mib << 20)) {
+            return make_error("initrd: {} ({} MiB) does not fit in guest memory ({} MiB)", config_.initrd,
+                              st.st_size >> 20, config_.memory_mib);
+        }
+        auto data = read_input_file(config_.initrd, config_.memory_mib << 20, "initrd");
+        if (!data) {
+            return data.error();
+        }
+        initrd = std::move(*data);
+    }
+
+    // Guest memory and the boot structures come first: a bad kernel, initrd
+    // or command line is reported before /dev/kvm is touched.
+    auto memory = GuestMemory::create(boot::ram_regions(config_.memory_mib << 20));
+    if (!memory) {
+        return memory.error();
+    }
+    auto boot = boot::setup_linux_boot(*memory, boot::LinuxBootConfig{
+        bytes_of(*kernel), bytes_of(initrd), config_.cmdline, config_.cpus});
+    if (!boot) {
+        return boot.error();
+    }
+    entry_ = kvm::LongModeEntry{boot->entry.value,   boot->zero_page.value, boot->stack_pointer.value,
+                                boot->pml4.value,    boot->gdt.value,       boot->gdt_limit,
+                                boot->idt.value,     boot->idt_limit};
+
+    auto system = kvm::System::open(config_.kvm_device);
+    if (!system) {
+        return system.error();
+    }
+    if (config_.cpus > system->max_vcpus()) {
+        return make_error("{} vCPUs requested; this host's KVM allows {}", config_.cpus, system->max_vcpus());
+    }
+    auto kvm_vm = system->create_vm();
+    if (!kvm_vm) {
+        return kvm_vm.error();
+    }
+    auto exit_event = EventFd::create();
+    if (!exit_event) {
+        return exit_event.error();
+    }
+    std::unique_ptr<Vm> vm(new Vm(std::move(*system), std::move(*kvm_vm), std::move(*memory),
+                                  std::move(*exit_event)));
+
+    for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
+                      &VmBuilder::add_legacy_devices, &VmBuilder::create_vcpus}) {
+        if (auto r = (this->*step)(*vm); !r) {
+            return r.error();
+        }
+    }
+    return vm;
+}
+
+Result<void> VmBuilder::create_memory(Vm& vm) {
+    std::uint32_t slot = 0;
+    for (const auto& region : vm.memory_.regions()) {
+        auto r = vm.kvm_vm_.set_user_memory_region(slot++, region.start.value, region.size(),
+                                                   region.mapping.data());
+        if (!r) {
+            return r.error();
+        }
+    }
+    return ok();
+}
+
+Result<void> VmBuilder::create_irqchip(Vm& vm) {
+    if (auto r = vm.kvm_vm_.set_tss_address(kTssAddress); !r) {
+        return r.error();
+    }
+    if (auto r = vm.kvm_vm_.create_irqchip(); !r) {
+        return r.error();
+    }
+    return vm.kvm_vm_.create_pit();
+}
+
+Result<InterruptLine*> VmBuilder::add_irq_line(Vm& vm, std::uint32_t gsi) {
+    auto fd = EventFd::create();
+    if (!fd) {
+        return fd.error();
+    }
+    if (auto r = vm.kvm_vm_.register_irqfd(fd->fd(), gsi); !r) {
+        return r.error();
+    }
+    vm.irq_lines_.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
+    return static_cast<InterruptLine*>(vm.irq_lines_.back().get());
+}
+
+Result<void> VmBuilder::open_console(Vm& vm) {
+    switch (config_.console.kind) {
+        case ConsoleConfig::Kind::Stdout: vm.console_in_ = STDIN_FILENO; break;
+        case ConsoleConfig::Kind::None: break;
+        case ConsoleConfig::Kind::File: {
+            auto fd = UniqueFd::open(config_.console.path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+            if (!fd) {
+                return fd.error().context("console");
+            }
+            vm.console_out_ = std::move(*fd);
+            break;
+        }
+        case ConsoleConfig::Kind::Socket: {
+            auto fd = connect_unix(config_.console.path);
+            if (!fd) {
+                return fd.error();
+            }
+            vm.console_out_ = std::move(*fd);
+            vm.console_in_ = vm.console_out_.get();
+            break;
+        }
+    }
+    return ok();
+}
+
+Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
+    auto serial_irq = add_irq_line(vm, kSerialIrq);
+    auto i8042_irq = add_irq_line(vm, kI8042Irq);
+    if (!serial_irq) {
+        return serial_irq.error();
+    }
+    if (!i8042_irq) {
+        return i8042_irq.error();
+    }
+    int out_fd = -1;
+    if (config_.console.kind == ConsoleConfig::Kind::Stdout) {
+        out_fd = STDOUT_FILENO;
+    } else if (vm.console_out_) {
+        out_fd = vm.console_out_.get();
+    }
+    vm.serial_ = std::make_shared<Serial>(**serial_irq, out_fd);
+    Vm* self = &vm;
+    vm.i8042_ = std::make_shared<I8042>(**i8042_irq, [self] {
+        self->request_exit({ExitReason::Reset, "guest reset through the i8042 controller"});
+    });
+    vm.boot_timer_ = std::make_shared<BootTimer>(start_);
+    if (auto r = vm.pio_bus_.insert(vm.serial_, kSerialPort, Serial::kPortCount); !r) {
+        return r.error();
+    }
+    if (auto r = vm.pio_bus_.insert(vm.i8042_, I8042::kBasePort, I8042::kPortCount); !r) {
+        return r.error();
+    }
+    return vm.mmio_bus_.insert(vm.boot_timer_, boot::kBootTimerAddr, BootTimer::kSize);
+}
+
+Result<void> VmBuilder::create_vcpus(Vm& vm) {
+    auto supported = vm.system_.supported_cpuid();
+    if (!supported) {
+        return supported.error();
+    }
+    const auto msrs = kvm::boot_msrs();
+    for (unsigned id = 0; id < config_.cpus; ++id) {
+        auto vcpu = vm.kvm_vm_.create_vcpu(id, vm.system_.vcpu_mmap_size());
+        if (!vcpu) {
+            return vcpu.error();
+        }
+        auto cpuid = kvm::guest_cpuid(*supported, {id, config_.cpus, vm.system_.has_tsc_deadline_timer()});
+        for (auto r : {vcpu->set_cpuid(cpuid), vcpu->set_msrs(msrs), vcpu->setup_lapic_lints()}) {
+            if (!r) {
+                return r.error().context(fmt::format("vCPU {}", id));
+            }
+        }
+        // Only the bootstrap processor starts at the kernel entry; the others
+        // wait for INIT/SIPI from it (in-kernel LAPIC).
+        if (id == 0) {
+            if (auto r = vcpu->setup_long_mode(entry_); !r) {
+                return r.error().context("vCPU 0");
+            }
+        }
+        vm.vcpus_.push_back(std::move(*vcpu));
+    }
+    return ok();
+}
+
+}  // namespace sbx
