@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include "vmm/boot/layout.hpp"
+#include "vmm/boot/mptable.hpp"
 
 namespace sbx {
 
@@ -73,8 +74,8 @@ Result<void> VmConfig::validate() const {
     if (kernel.empty()) {
         return make_error("no kernel given (--kernel or [boot] kernel)");
     }
-    if (cpus == 0 || cpus > kMaxVcpus) {
-        return make_error("{} vCPUs requested; the VM needs 1 to {}", cpus, kMaxVcpus);
+    if (cpus == 0 || cpus > boot::kMpTableMaxCpus) {
+        return make_error("{} vCPUs requested; the VM needs 1 to {}", cpus, boot::kMpTableMaxCpus);
     }
     constexpr std::uint64_t kMib = 1ULL << 20;
     if (memory_mib < boot::kMinGuestMemory / kMib) {

@@ -19,7 +19,6 @@ struct ConsoleConfig {
 };
 
 struct VmConfig {
-    static constexpr unsigned kMaxVcpus = 254;  // MP table APIC ids 0..253, IOAPIC takes the next
     static constexpr std::uint64_t kDefaultMemoryMib = 256;
     static constexpr const char* kDefaultCmdline =
         "console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux i8042.nopnp "

@@ -2,12 +2,12 @@
 # Guest test: sbx-vmm boots our kernel and the minimal initramfs to
 # userspace through the nested harness, the guest reports its vCPU count,
 # and a guest reboot ends sbx-vmm with status 0.
-# Usage: boot.sh SOURCE_ROOT BUILD_ROOT CPUS
+# Usage: boot.sh SOURCE_ROOT BUILD_ROOT CPUS kernel|vmlinux
 set -euo pipefail
-src=$1 build=$2 cpus=$3
+src=$1 build=$2 cpus=$3 format=$4
 . "$src/tests/lib.sh"
 
-kernel=$("$src/images/build" kernel)
+kernel=$("$src/images/build" "$format")
 initrd=$("$src/images/build" initramfs)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
