@@ -29,6 +29,7 @@ constexpr std::array kRequiredCaps = {
 };
 
 constexpr std::size_t kMaxCpuidEntries = 256;
+static_assert(CpuidEntry::kSignificantIndex == KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
 
 }  // namespace
 

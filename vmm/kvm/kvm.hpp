@@ -22,6 +22,9 @@ struct CpuidEntry {
     std::uint32_t index = 0;
     std::uint32_t flags = 0;  // KVM_CPUID_FLAG_*
     std::uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
+
+    // KVM_CPUID_FLAG_SIGNIFCANT_INDEX: `index` selects a subleaf.
+    static constexpr std::uint32_t kSignificantIndex = 1;
 };
 
 class Vm;

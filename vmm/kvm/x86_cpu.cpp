@@ -20,31 +20,29 @@ std::uint32_t bits_for(std::uint32_t count) {
     return count <= 1 ? 0 : static_cast<std::uint32_t>(std::bit_width(count - 1));
 }
 
-void set_topology_leaf(CpuidEntry& e, const CpuTopology& t) {
-    e.edx = t.vcpu_id;
-    switch (e.index) {
-        case 0:  // SMT level: one thread per core
-            e.eax = 0;
-            e.ebx = 1;
-            e.ecx = (kLevelSmt << 8) | e.index;
-            break;
-        case 1:  // core level: every vCPU is a core of one package
-            e.eax = bits_for(t.vcpu_count);
-            e.ebx = t.vcpu_count;
-            e.ecx = (kLevelCore << 8) | e.index;
-            break;
-        default:  // invalid level ends the enumeration
-            e.eax = 0;
-            e.ebx = 0;
-            e.ecx = e.index;
-            break;
-    }
+// Leaves 0xB and 0x1F enumerate topology levels by subleaf. KVM reports
+// only subleaf 0, zeroed, so the VMM writes all three: SMT (one thread per
+// core), core (every vCPU a core of one package), and the invalid level
+// that ends the enumeration (Intel SDM Vol. 2A, CPUID leaf 0BH).
+void append_topology_leaf(std::vector<CpuidEntry>& out, std::uint32_t function, const CpuTopology& t) {
+    constexpr std::uint32_t kFlags = CpuidEntry::kSignificantIndex;
+    out.push_back({function, 0, kFlags, 0, 1, (kLevelSmt << 8) | 0, t.vcpu_id});
+    out.push_back({function, 1, kFlags, bits_for(t.vcpu_count), t.vcpu_count, (kLevelCore << 8) | 1, t.vcpu_id});
+    out.push_back({function, 2, kFlags, 0, 0, 2, t.vcpu_id});
 }
 
 }  // namespace
 
 std::vector<CpuidEntry> guest_cpuid(std::vector<CpuidEntry> supported, const CpuTopology& t) {
+    std::vector<CpuidEntry> out;
+    out.reserve(supported.size() + 4);
+    bool has_0b = false;
+    bool has_1f = false;
     for (auto& e : supported) {
+        if (e.function == 0xb || e.function == 0x1f) {
+            (e.function == 0xb ? has_0b : has_1f) = true;
+            continue;  // rewritten whole below
+        }
         switch (e.function) {
             case 0x1:
                 e.ebx = (t.vcpu_id << 24) | ((t.vcpu_count & 0xff) << 16) | (kClflushLineSize << 8) |
@@ -69,10 +67,6 @@ std::vector<CpuidEntry> guest_cpuid(std::vector<CpuidEntry> supported, const Cpu
             case 0xa:  // no architectural performance monitoring
                 e.eax = e.ebx = e.ecx = e.edx = 0;
                 break;
-            case 0xb:
-            case 0x1f:
-                set_topology_leaf(e, t);
-                break;
             case 0x80000008:
                 // ECX[7:0] NC: cores - 1; ECX[15:12] ApicIdSize.
                 e.ecx = (e.ecx & ~0xf0ffU) | ((t.vcpu_count - 1) & 0xff) | (bits_for(t.vcpu_count) << 12);
@@ -85,8 +79,15 @@ std::vector<CpuidEntry> guest_cpuid(std::vector<CpuidEntry> supported, const Cpu
             default:
                 break;
         }
+        out.push_back(e);
     }
-    return supported;
+    if (has_0b) {
+        append_topology_leaf(out, 0xb, t);
+    }
+    if (has_1f) {
+        append_topology_leaf(out, 0x1f, t);
+    }
+    return out;
 }
 
 std::vector<std::pair<std::uint32_t, std::uint64_t>> boot_msrs() {
