@@ -9,7 +9,7 @@ namespace sbx {
 Result<Epoll> Epoll::create() {
     int fd = ::epoll_create1(EPOLL_CLOEXEC);
     if (fd < 0) {
-        return errno_error("epoll_create1");
+        return sys_error("epoll_create1");
     }
     return Epoll(UniqueFd(fd));
 }
@@ -19,14 +19,14 @@ Result<void> Epoll::add(int fd, std::uint32_t events, std::uint64_t token) const
     ev.events = events;
     ev.data.u64 = token;
     if (::epoll_ctl(fd_.get(), EPOLL_CTL_ADD, fd, &ev) < 0) {
-        return errno_error(fmt::format("epoll add fd {}", fd));
+        return sys_error("epoll add fd {}", fd);
     }
     return ok();
 }
 
 Result<void> Epoll::remove(int fd) const {
     if (::epoll_ctl(fd_.get(), EPOLL_CTL_DEL, fd, nullptr) < 0) {
-        return errno_error(fmt::format("epoll remove fd {}", fd));
+        return sys_error("epoll remove fd {}", fd);
     }
     return ok();
 }
@@ -40,7 +40,7 @@ Result<std::size_t> Epoll::wait(std::span<Event> out, int timeout_ms) const {
         if (errno == EINTR) {
             return std::size_t{0};
         }
-        return errno_error("epoll_wait");
+        return sys_error("epoll_wait");
     }
     for (int i = 0; i < n; ++i) {
         out[static_cast<std::size_t>(i)] = Event{raw[static_cast<std::size_t>(i)].data.u64,

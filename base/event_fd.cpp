@@ -9,14 +9,14 @@ Result<EventFd> EventFd::create(bool nonblocking) {
     int flags = EFD_CLOEXEC | (nonblocking ? EFD_NONBLOCK : 0);
     int fd = ::eventfd(0, flags);
     if (fd < 0) {
-        return errno_error("eventfd");
+        return sys_error("eventfd");
     }
     return EventFd(UniqueFd(fd));
 }
 
 Result<void> EventFd::signal(std::uint64_t value) const {
     if (::write(fd_.get(), &value, sizeof value) != sizeof value) {
-        return errno_error("eventfd write");
+        return sys_error("eventfd write");
     }
     return ok();
 }
@@ -27,7 +27,7 @@ Result<std::uint64_t> EventFd::consume() const {
         if (errno == EAGAIN) {
             return std::uint64_t{0};
         }
-        return errno_error("eventfd read");
+        return sys_error("eventfd read");
     }
     return value;
 }

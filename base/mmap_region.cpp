@@ -8,7 +8,7 @@ Result<MmapRegion> MmapRegion::anonymous(std::size_t size) {
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
-        return errno_error(fmt::format("cannot map {} bytes of memory", size));
+        return sys_error("cannot map {} bytes of memory", size);
     }
     return MmapRegion(p, size);
 }
@@ -16,7 +16,7 @@ Result<MmapRegion> MmapRegion::anonymous(std::size_t size) {
 Result<MmapRegion> MmapRegion::shared(int fd, std::size_t size, off_t offset) {
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, offset);
     if (p == MAP_FAILED) {
-        return errno_error(fmt::format("cannot map {} bytes of fd {}", size, fd));
+        return sys_error("cannot map {} bytes of fd {}", size, fd);
     }
     return MmapRegion(p, size);
 }

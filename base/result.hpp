@@ -23,8 +23,8 @@ struct Error {
 };
 
 [[nodiscard]] Error make_error(std::string message);
-// An error for a failed system call, capturing errno at the call site.
-[[nodiscard]] Error errno_error(std::string_view what, int err = errno);
+// An error for a failed system call with an explicit errno.
+[[nodiscard]] Error errno_error(std::string_view what, int err);
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -70,6 +70,14 @@ inline Result<void> ok() { return {}; }
 template <typename... Args>
 [[nodiscard]] Error make_error(fmt::format_string<Args...> fmt, Args&&... args) {
     return Error{fmt::format(fmt, std::forward<Args>(args)...), 0};
+}
+
+// An error for the system call that just failed: errno is read before
+// anything else (formatting allocates and may clobber it).
+template <typename... Args>
+[[nodiscard]] Error sys_error(fmt::format_string<Args...> fmt, Args&&... args) {
+    int err = errno;
+    return Error{fmt::format(fmt, std::forward<Args>(args)...), err};
 }
 
 }  // namespace sbx

@@ -16,7 +16,7 @@ void UniqueFd::reset(int fd) {
 Result<UniqueFd> UniqueFd::open(const std::string& path, int flags, unsigned mode) {
     int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
     if (fd < 0) {
-        return errno_error(fmt::format("cannot open {}", path));
+        return sys_error("cannot open {}", path);
     }
     return UniqueFd(fd);
 }
@@ -28,7 +28,7 @@ Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
     }
     struct stat st {};
     if (::fstat(fd->get(), &st) != 0) {
-        return errno_error(fmt::format("cannot stat {}", path));
+        return sys_error("cannot stat {}", path);
     }
     if (!S_ISREG(st.st_mode)) {
         return make_error("{} is not a regular file", path);
@@ -44,7 +44,7 @@ Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
             if (errno == EINTR) {
                 continue;
             }
-            return errno_error(fmt::format("cannot read {}", path));
+            return sys_error("cannot read {}", path);
         }
         if (n == 0) {
             data.resize(done);  // the file shrank while we read it
@@ -63,7 +63,7 @@ Result<void> write_all(int fd, const void* data, std::size_t size) {
             if (errno == EINTR) {
                 continue;
             }
-            return errno_error("write");
+            return sys_error("write");
         }
         p += n;
         size -= static_cast<std::size_t>(n);

@@ -34,9 +34,39 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         return make_error("{}:{}:{}: {}", source_name, err.source().begin.line, err.source().begin.column,
                           err.description());
     }
-    for (const auto& [key, _] : t) {
-        if (key != "machine" && key != "boot" && key != "console") {
-            return make_error("{}: unknown section [{}]", source_name, key.str());
+    // Every section and key is known and typed: a typo is an error, not a
+    // silently ignored setting.
+    struct Key {
+        std::string_view section, name;
+        toml::node_type type;
+    };
+    static constexpr Key kKeys[] = {
+        {"machine", "cpus", toml::node_type::integer},
+        {"machine", "memory_mib", toml::node_type::integer},
+        {"boot", "kernel", toml::node_type::string},
+        {"boot", "initrd", toml::node_type::string},
+        {"boot", "cmdline", toml::node_type::string},
+        {"console", "output", toml::node_type::string},
+    };
+    for (const auto& [section, node] : t) {
+        const toml::table* keys = node.as_table();
+        if (keys == nullptr) {
+            return make_error("{}: '{}' must be a [section]", source_name, section.str());
+        }
+        for (const auto& [name, value] : *keys) {
+            const Key* known = nullptr;
+            for (const auto& k : kKeys) {
+                if (k.section == section.str() && k.name == name.str()) {
+                    known = &k;
+                }
+            }
+            if (known == nullptr) {
+                return make_error("{}: unknown setting {}.{}", source_name, section.str(), name.str());
+            }
+            if (value.type() != known->type) {
+                return make_error("{}: {}.{} must be {}", source_name, section.str(), name.str(),
+                                  known->type == toml::node_type::integer ? "an integer" : "a string");
+            }
         }
     }
     if (auto v = t["machine"]["cpus"].value<std::int64_t>()) {

@@ -45,6 +45,13 @@ TEST_CASE("TOML errors name the file and line") {
     REQUIRE_FALSE(r);
     CHECK(r.error().message.find("bad.toml:2") != std::string::npos);
     CHECK_FALSE(c.merge_toml("[nonsense]\nx = 1\n", "x.toml"));
+    auto typo = c.merge_toml("[machine]\nmemroy_mib = 512\n", "x.toml");
+    REQUIRE_FALSE(typo);
+    CHECK(typo.error().message.find("unknown setting machine.memroy_mib") != std::string::npos);
+    auto wrong_type = c.merge_toml("[machine]\ncpus = \"4\"\n", "x.toml");
+    REQUIRE_FALSE(wrong_type);
+    CHECK(wrong_type.error().message.find("must be an integer") != std::string::npos);
+    CHECK_FALSE(c.merge_toml("cpus = 4\n", "x.toml"));  // a key outside any section
     CHECK_FALSE(c.merge_toml("[machine]\ncpus = -1\n", "x.toml"));
 }
 

@@ -1,6 +1,7 @@
 // sbx-vmm: one microVM per process, a thin main over libsbxvmm.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 
 #include "base/log.hpp"
@@ -16,9 +17,13 @@ constexpr std::size_t kMaxConfigBytes = 1 << 20;
 
 int main(int argc, char** argv) {
     const auto start = sbx::Vm::Clock::now();
+    // A console reader that goes away must not kill the VMM (the library
+    // uses send(MSG_NOSIGNAL) for sockets; pipes need this).
+    std::signal(SIGPIPE, SIG_IGN);
     CLI::App app{"sbx-vmm: boot a Linux microVM on KVM.\n"
-                 "Exit status: 0 when the guest reboots or powers off, 2 on a guest triple fault,\n"
-                 "3 on a KVM error, 4 on a VMM error, 1 on bad configuration."};
+                 "Exit status: 0 when the guest reboots (reboot=k) or powers off, 1 when the VM\n"
+                 "cannot be created (bad configuration or input, no usable KVM), 2 on a guest\n"
+                 "triple fault, 3 on a KVM error, 4 on a VMM error."};
     app.set_version_flag("--version", "sbx-vmm 0.1.0");
 
     std::string config_path;

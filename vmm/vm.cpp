@@ -36,8 +36,11 @@ Overloaded(Ts...) -> Overloaded<Ts...>;
 
 constexpr std::uint64_t kTokenExit = 1;
 constexpr std::uint64_t kTokenConsoleIn = 2;
-constexpr int kConsoleFlushMs = 50;
+constexpr std::uint64_t kTokenConsoleReady = 3;
+constexpr std::uint64_t kTokenConsoleWritable = 4;
 constexpr std::size_t kMaxPendingInput = 4096;
+// How long the exit path keeps writing buffered console output to a slow reader.
+constexpr int kExitDrainMs = 1000;
 
 }  // namespace
 
@@ -65,11 +68,12 @@ const char* to_string(ExitReason reason) {
     return "unknown";
 }
 
-Vm::Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event)
+Vm::Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event, EventFd console_ready)
     : system_(std::move(system)),
       kvm_vm_(std::move(vm)),
       memory_(std::move(memory)),
-      exit_event_(std::move(exit_event)) {}
+      exit_event_(std::move(exit_event)),
+      console_ready_(std::move(console_ready)) {}
 
 Vm::~Vm() { stop_vcpus(); }
 
@@ -93,7 +97,10 @@ VmExit Vm::run() {
     }
     event_loop();
     stop_vcpus();
-    serial_->flush();
+    drain_console_at_exit();
+    if (auto dropped = serial_->dropped_output_bytes(); dropped > 0) {
+        log::warn("the console reader fell behind: {} bytes of guest console output dropped", dropped);
+    }
     std::lock_guard lock(exit_mutex_);
     return *exit_;
 }
@@ -113,6 +120,12 @@ void Vm::stop_vcpus() {
 }
 
 void Vm::vcpu_loop(kvm::Vcpu& vcpu) {
+    // Threads inherit the creator's mask; an embedder that blocks our kick
+    // signal would make this vCPU impossible to stop.
+    sigset_t kick;
+    sigemptyset(&kick);
+    sigaddset(&kick, kick_signal());
+    ::pthread_sigmask(SIG_UNBLOCK, &kick, nullptr);
     while (!stopping_) {
         auto exit = vcpu.run();
         if (!exit) {
@@ -175,48 +188,92 @@ bool Vm::handle_exit(const kvm::VcpuExit& exit) {
 
 void Vm::event_loop() {
     auto epoll = Epoll::create();
-    if (!epoll || !epoll->add(exit_event_.fd(), EPOLLIN, kTokenExit)) {
+    if (!epoll || !epoll->add(exit_event_.fd(), EPOLLIN, kTokenExit) ||
+        !epoll->add(console_ready_.fd(), EPOLLIN, kTokenConsoleReady)) {
         request_exit({ExitReason::VmmError, "cannot create the event loop"});
         return;
     }
-    // Console input waits in `pending` until the guest's UART FIFO has room;
-    // while it is full the fd leaves the epoll set, so nothing is dropped.
-    bool input_open = console_in_ >= 0 && epoll->add(console_in_, EPOLLIN, kTokenConsoleIn).has_value();
+    // Console input waits in `pending_in` until the guest's UART FIFO has
+    // room; while it is full the fd leaves the epoll set, so nothing is
+    // dropped. Output that the reader cannot take yet waits for EPOLLOUT.
+    const int in_fd = console_.input_fd();
+    bool input_open = in_fd >= 0 && epoll->add(in_fd, EPOLLIN, kTokenConsoleIn).has_value();
     bool input_watched = input_open;
-    std::string pending;
+    bool output_watched = false;
+    std::string pending_in;
     std::array<Epoll::Event, 8> events{};
     while (!stopping_) {
-        auto n = epoll->wait(events, kConsoleFlushMs);
+        // Input waiting for FIFO room is retried on a short tick; otherwise
+        // the loop sleeps until something happens.
+        auto n = epoll->wait(events, pending_in.empty() ? -1 : 10);
         if (!n) {
             request_exit({ExitReason::VmmError, n.error().to_string()});
             break;
         }
         for (std::size_t i = 0; i < *n; ++i) {
-            if (events[i].token != kTokenConsoleIn) {
-                continue;
+            if (events[i].token == kTokenConsoleReady) {
+                [[maybe_unused]] auto r = console_ready_.consume();
+            } else if (events[i].token == kTokenConsoleIn) {
+                std::array<char, 512> buf{};
+                ssize_t got = ::read(in_fd, buf.data(), buf.size());
+                if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+                    continue;
+                }
+                if (got <= 0) {  // EOF or a real error: no more input for the guest
+                    [[maybe_unused]] auto r = epoll->remove(in_fd);
+                    input_open = input_watched = false;
+                    continue;
+                }
+                pending_in.append(buf.data(), static_cast<std::size_t>(got));
             }
-            std::array<char, 512> buf{};
-            ssize_t got = ::read(console_in_, buf.data(), buf.size());
-            if (got <= 0) {
-                // EOF or error: the console has no more input for the guest.
-                [[maybe_unused]] auto r = epoll->remove(console_in_);
-                input_open = input_watched = false;
-                continue;
-            }
-            pending.append(buf.data(), static_cast<std::size_t>(got));
         }
-        if (!pending.empty()) {
+        if (!pending_in.empty()) {
             auto taken = serial_->enqueue_input(
-                std::span(reinterpret_cast<const std::uint8_t*>(pending.data()), pending.size()));
-            pending.erase(0, taken);
+                std::span(reinterpret_cast<const std::uint8_t*>(pending_in.data()), pending_in.size()));
+            pending_in.erase(0, taken);
         }
-        bool want_input = input_open && pending.size() < kMaxPendingInput;
+        bool want_input = input_open && pending_in.size() < kMaxPendingInput;
         if (want_input != input_watched) {
             input_watched = want_input;
-            [[maybe_unused]] auto r = want_input ? epoll->add(console_in_, EPOLLIN, kTokenConsoleIn)
-                                                 : epoll->remove(console_in_);
+            [[maybe_unused]] auto r = want_input ? epoll->add(in_fd, EPOLLIN, kTokenConsoleIn) : epoll->remove(in_fd);
         }
-        serial_->flush();
+        bool want_writable = pump_console_output() && console_.pollable_output_fd() >= 0;
+        if (want_writable != output_watched) {
+            output_watched = want_writable;
+            int out_fd = console_.pollable_output_fd();
+            [[maybe_unused]] auto r = want_writable ? epoll->add(out_fd, EPOLLOUT, kTokenConsoleWritable)
+                                                    : epoll->remove(out_fd);
+        }
+    }
+}
+
+bool Vm::pump_console_output() {
+    if (console_pending_.empty()) {
+        serial_->take_output(console_pending_);
+    }
+    while (!console_pending_.empty()) {
+        std::size_t written = console_.write_some(console_pending_);
+        console_pending_.erase(0, written);
+        if (!console_pending_.empty()) {
+            return true;  // the reader is full; wait for EPOLLOUT
+        }
+        serial_->take_output(console_pending_);
+    }
+    return false;
+}
+
+void Vm::drain_console_at_exit() {
+    auto deadline = Clock::now() + std::chrono::milliseconds(kExitDrainMs);
+    while (pump_console_output() && Clock::now() < deadline) {
+        int fd = console_.pollable_output_fd();
+        if (fd < 0) {
+            break;
+        }
+        auto epoll = Epoll::create();
+        Epoll::Event ev[1];
+        if (!epoll || !epoll->add(fd, EPOLLOUT, 0) || !epoll->wait(ev, 100)) {
+            break;
+        }
     }
 }
 

@@ -21,6 +21,7 @@
 #include "devices/legacy/i8042.hpp"
 #include "devices/legacy/serial.hpp"
 #include "vmm/config.hpp"
+#include "vmm/console.hpp"
 #include "vmm/kvm/kvm.hpp"
 #include "vmm/memory/guest_memory.hpp"
 
@@ -74,27 +75,34 @@ public:
 
 private:
     friend class VmBuilder;
-    Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event);
+    Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event, EventFd console_ready);
 
     void vcpu_loop(kvm::Vcpu& vcpu);
     [[nodiscard]] bool handle_exit(const kvm::VcpuExit& exit);
     void event_loop();
     void stop_vcpus();
+    // Moves console output from the UART to the console without blocking;
+    // returns true when bytes are still waiting for the reader.
+    bool pump_console_output();
+    void drain_console_at_exit();
 
+    // Declared in dependency order: members below refer to members above,
+    // and are destroyed first.
     kvm::System system_;
     kvm::Vm kvm_vm_;
     GuestMemory memory_;
-    Bus pio_bus_{"pio"};
-    Bus mmio_bus_{"mmio"};
-    std::vector<kvm::Vcpu> vcpus_;
+    EventFd exit_event_;
+    EventFd console_ready_;  // the UART has output for the console
+    Console console_;
     std::vector<std::unique_ptr<IrqFdLine>> irq_lines_;
     std::shared_ptr<Serial> serial_;
     std::shared_ptr<I8042> i8042_;
     std::shared_ptr<BootTimer> boot_timer_;
-    UniqueFd console_out_;  // owned when the console is a file or socket
-    int console_in_ = -1;   // stdin or the socket; -1 when there is no input
+    Bus pio_bus_{"pio"};
+    Bus mmio_bus_{"mmio"};
+    std::vector<kvm::Vcpu> vcpus_;
+    std::string console_pending_;  // taken from the UART, not yet written
 
-    EventFd exit_event_;
     std::atomic<bool> stopping_{false};
     std::mutex exit_mutex_;
     std::optional<VmExit> exit_;

@@ -1,12 +1,9 @@
 #include "vmm/vm_builder.hpp"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <cstring>
 
 #include "vmm/boot/layout.hpp"
 #include "vmm/boot/linux_boot.hpp"
@@ -38,24 +35,6 @@ Result<std::string> read_input_file(const std::string& path, std::size_t limit, 
 
 std::span<const std::uint8_t> bytes_of(const std::string& s) {
     return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
-}
-
-Result<UniqueFd> connect_unix(const std::string& path) {
-    sockaddr_un addr{};
-    if (path.size() >= sizeof addr.sun_path) {
-        return make_error("console socket path is too long: {}", path);
-    }
-    int raw = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (raw < 0) {
-        return errno_error("socket");
-    }
-    UniqueFd fd(raw);
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
-        return errno_error(fmt::format("cannot connect the console to {}", path));
-    }
-    return fd;
 }
 
 }  // namespace
@@ -110,11 +89,12 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
         return kvm_vm.error();
     }
     auto exit_event = EventFd::create();
-    if (!exit_event) {
-        return exit_event.error();
+    auto console_ready = EventFd::create();
+    if (!exit_event || !console_ready) {
+        return (!exit_event ? exit_event.error() : console_ready.error());
     }
     std::unique_ptr<Vm> vm(new Vm(std::move(*system), std::move(*kvm_vm), std::move(*memory),
-                                  std::move(*exit_event)));
+                                  std::move(*exit_event), std::move(*console_ready)));
 
     for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
                       &VmBuilder::add_legacy_devices, &VmBuilder::create_vcpus}) {
@@ -160,27 +140,11 @@ Result<InterruptLine*> VmBuilder::add_irq_line(Vm& vm, std::uint32_t gsi) {
 }
 
 Result<void> VmBuilder::open_console(Vm& vm) {
-    switch (config_.console.kind) {
-        case ConsoleConfig::Kind::Stdout: vm.console_in_ = STDIN_FILENO; break;
-        case ConsoleConfig::Kind::None: break;
-        case ConsoleConfig::Kind::File: {
-            auto fd = UniqueFd::open(config_.console.path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-            if (!fd) {
-                return fd.error().context("console");
-            }
-            vm.console_out_ = std::move(*fd);
-            break;
-        }
-        case ConsoleConfig::Kind::Socket: {
-            auto fd = connect_unix(config_.console.path);
-            if (!fd) {
-                return fd.error();
-            }
-            vm.console_out_ = std::move(*fd);
-            vm.console_in_ = vm.console_out_.get();
-            break;
-        }
+    auto console = Console::open(config_.console);
+    if (!console) {
+        return console.error();
     }
+    vm.console_ = std::move(*console);
     return ok();
 }
 
@@ -193,14 +157,11 @@ Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
     if (!i8042_irq) {
         return i8042_irq.error();
     }
-    int out_fd = -1;
-    if (config_.console.kind == ConsoleConfig::Kind::Stdout) {
-        out_fd = STDOUT_FILENO;
-    } else if (vm.console_out_) {
-        out_fd = vm.console_out_.get();
-    }
-    vm.serial_ = std::make_shared<Serial>(**serial_irq, out_fd);
     Vm* self = &vm;
+    // Runs on a vCPU thread under the UART's lock: an eventfd write never blocks.
+    vm.serial_ = std::make_shared<Serial>(**serial_irq, [self] {
+        [[maybe_unused]] auto r = self->console_ready_.signal();
+    });
     vm.i8042_ = std::make_shared<I8042>(**i8042_irq, [self] {
         self->request_exit({ExitReason::Reset, "guest reset through the i8042 controller"});
     });
@@ -226,16 +187,21 @@ Result<void> VmBuilder::create_vcpus(Vm& vm) {
             return vcpu.error();
         }
         auto cpuid = kvm::guest_cpuid(*supported, {id, config_.cpus, vm.system_.has_tsc_deadline_timer()});
-        for (auto r : {vcpu->set_cpuid(cpuid), vcpu->set_msrs(msrs), vcpu->setup_lapic_lints()}) {
-            if (!r) {
-                return r.error().context(fmt::format("vCPU {}", id));
-            }
+        auto r = vcpu->set_cpuid(cpuid);
+        if (r) {
+            r = vcpu->set_msrs(msrs);
+        }
+        if (r) {
+            r = vcpu->setup_lapic_lints();
+        }
+        if (!r) {
+            return r.error().context(fmt::format("vCPU {}", id));
         }
         // Only the bootstrap processor starts at the kernel entry; the others
         // wait for INIT/SIPI from it (in-kernel LAPIC).
         if (id == 0) {
-            if (auto r = vcpu->setup_long_mode(entry_); !r) {
-                return r.error().context("vCPU 0");
+            if (auto entered = vcpu->setup_long_mode(entry_); !entered) {
+                return entered.error().context("vCPU 0");
             }
         }
         vm.vcpus_.push_back(std::move(*vcpu));

@@ -1,7 +1,5 @@
 #include "devices/legacy/serial.hpp"
 
-#include "base/unique_fd.hpp"
-
 namespace sbx {
 
 namespace {
@@ -16,13 +14,14 @@ constexpr std::uint8_t kIerMask = 0x0f;
 constexpr std::uint8_t kIirNone = 0x01;
 constexpr std::uint8_t kIirThrEmpty = 0x02;
 constexpr std::uint8_t kIirRxData = 0x04;
-constexpr std::uint8_t kIirFifoEnabled = 0xc0;  // reads as a 16550A with working FIFOs
+constexpr std::uint8_t kIirFifoEnabled = 0xc0;  // a 16550A with its FIFOs on
+constexpr std::uint8_t kFcrEnable = 0x01;
+constexpr std::uint8_t kFcrClearRx = 0x02;
 constexpr std::uint8_t kLcrDlab = 0x80;
 constexpr std::uint8_t kMcrLoop = 0x10;
 constexpr std::uint8_t kLsrDataReady = 0x01;
 constexpr std::uint8_t kLsrThrEmpty = 0x20;
 constexpr std::uint8_t kLsrIdle = 0x40;
-constexpr std::size_t kOutBufferFlush = 1024;
 
 // In loopback the modem control outputs drive the modem status inputs
 // (PC16550D, MCR bit 4): DTR->DSR, RTS->CTS, OUT1->RI, OUT2->DCD.
@@ -79,7 +78,8 @@ std::uint8_t Serial::read_register(std::uint64_t offset) {
                 iir = kIirThrEmpty;
                 thr_interrupt_pending_ = false;  // reading IIR acknowledges THRE
             }
-            return static_cast<std::uint8_t>(iir | kIirFifoEnabled);
+            update_interrupt();
+            return static_cast<std::uint8_t>(iir | (fifo_enabled_ ? kIirFifoEnabled : 0));
         }
         case kLcr: return lcr_;
         case kMcr: return mcr_;
@@ -110,7 +110,17 @@ void Serial::write_register(std::uint64_t offset, std::uint8_t value) {
                 update_interrupt();
             }
             break;
-        case kIirFcr: break;  // FIFO control: our FIFO is always on and never overruns the host
+        case kIirFcr:
+            // FIFO control: the receive FIFO is always 64 deep here, but
+            // enable and clear behave as on the PC16550D (Linux clears the
+            // FIFOs when it opens the port).
+            fifo_enabled_ = (value & kFcrEnable) != 0;
+            if ((value & kFcrClearRx) != 0) {
+                rx_fifo_.clear();
+                lsr_ &= static_cast<std::uint8_t>(~kLsrDataReady);
+                update_interrupt();
+            }
+            break;
         case kLcr: lcr_ = value; break;
         case kMcr: mcr_ = value; break;
         case kScr: scr_ = value; break;
@@ -124,10 +134,13 @@ void Serial::transmit(std::uint8_t byte) {
             rx_fifo_.push_back(byte);
             lsr_ |= kLsrDataReady;
         }
-    } else if (out_fd_ >= 0) {
+    } else if (out_buffer_.size() >= kOutputLimit) {
+        ++dropped_output_;
+    } else {
+        bool was_empty = out_buffer_.empty();
         out_buffer_.push_back(static_cast<char>(byte));
-        if (byte == '\n' || out_buffer_.size() >= kOutBufferFlush) {
-            flush_locked();
+        if (was_empty && on_output_) {
+            on_output_();
         }
     }
     // The byte left at once, so the holding register is empty again.
@@ -136,12 +149,16 @@ void Serial::transmit(std::uint8_t byte) {
     update_interrupt();
 }
 
+// The UART's INTR output is a level; the irqfd delivers an edge, so only a
+// low-to-high transition triggers it (once per interrupt the driver sees).
 void Serial::update_interrupt() {
     bool rx = (ier_ & kIerRxData) != 0 && !rx_fifo_.empty();
     bool thr = (ier_ & kIerThrEmpty) != 0 && thr_interrupt_pending_;
-    if (rx || thr) {
+    bool level = rx || thr;
+    if (level && !interrupt_level_) {
         irq_.trigger();
     }
+    interrupt_level_ = level;
 }
 
 std::size_t Serial::enqueue_input(std::span<const std::uint8_t> bytes) {
@@ -164,22 +181,20 @@ std::size_t Serial::enqueue_input(std::span<const std::uint8_t> bytes) {
     return accepted;
 }
 
-void Serial::flush() {
+void Serial::take_output(std::string& out) {
     std::lock_guard lock(mutex_);
-    flush_locked();
+    out.append(out_buffer_);
+    out_buffer_.clear();
 }
 
-void Serial::flush_locked() {
-    if (!out_buffer_.empty() && out_fd_ >= 0) {
-        // A console that went away (closed pipe) must not stop the guest.
-        [[maybe_unused]] auto r = write_all(out_fd_, out_buffer_.data(), out_buffer_.size());
-    }
-    out_buffer_.clear();
+std::uint64_t Serial::dropped_output_bytes() const {
+    std::lock_guard lock(mutex_);
+    return dropped_output_;
 }
 
 Serial::State Serial::save() const {
     std::lock_guard lock(mutex_);
-    return State{ier_, lcr_, mcr_, lsr_, msr_, scr_, dll_, dlm_, thr_interrupt_pending_,
+    return State{ier_, lcr_, mcr_, lsr_, msr_, scr_, dll_, dlm_, fifo_enabled_, thr_interrupt_pending_,
                  std::string(rx_fifo_.begin(), rx_fifo_.end())};
 }
 
@@ -193,11 +208,14 @@ void Serial::restore(const State& state) {
     scr_ = state.scr;
     dll_ = state.dll;
     dlm_ = state.dlm;
+    fifo_enabled_ = state.fifo_enabled;
     thr_interrupt_pending_ = state.thr_interrupt_pending;
+    interrupt_level_ = false;  // re-raised below if the restored state has one pending
     std::size_t keep = std::min(state.rx_fifo.size(), kRxFifoSize);
     rx_fifo_.assign(state.rx_fifo.begin(), state.rx_fifo.begin() + static_cast<std::ptrdiff_t>(keep));
     // Derived bits follow the FIFO, whatever the saved LSR claimed.
     lsr_ = static_cast<std::uint8_t>((lsr_ & ~kLsrDataReady) | (rx_fifo_.empty() ? 0 : kLsrDataReady));
+    update_interrupt();
 }
 
 }  // namespace sbx

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -19,9 +20,15 @@ class Serial final : public BusDevice {
 public:
     static constexpr std::uint64_t kPortCount = 8;
     static constexpr std::size_t kRxFifoSize = 64;
+    // Transmitted bytes wait here for the VMM's event loop; when a console
+    // reader stalls, bytes beyond this are dropped (and counted), so the
+    // guest never blocks on its console.
+    static constexpr std::size_t kOutputLimit = 64 * 1024;
 
-    // Output goes to out_fd (not owned; -1 discards it), line-buffered.
-    Serial(InterruptLine& irq, int out_fd) : irq_(irq), out_fd_(out_fd) {}
+    // on_output runs (under the device lock, so it must not block) when
+    // output becomes available after take_output() emptied the buffer.
+    Serial(InterruptLine& irq, std::function<void()> on_output)
+        : irq_(irq), on_output_(std::move(on_output)) {}
 
     void read(std::uint64_t offset, std::span<std::uint8_t> data) override;
     void write(std::uint64_t offset, std::span<const std::uint8_t> data) override;
@@ -29,11 +36,13 @@ public:
     // Host input for the guest; bytes beyond the FIFO's room are dropped and
     // the count of accepted bytes is returned.
     std::size_t enqueue_input(std::span<const std::uint8_t> bytes);
-    // Writes out whatever output is buffered (called periodically and at exit).
-    void flush();
+    // Moves the transmitted bytes into `out` (appending).
+    void take_output(std::string& out);
+    [[nodiscard]] std::uint64_t dropped_output_bytes() const;
 
     struct State {
         std::uint8_t ier, lcr, mcr, lsr, msr, scr, dll, dlm;
+        bool fifo_enabled;
         bool thr_interrupt_pending;
         std::string rx_fifo;
     };
@@ -47,10 +56,9 @@ private:
     void update_interrupt();
     [[nodiscard]] bool dlab() const;
     [[nodiscard]] bool loopback() const;
-    void flush_locked();
 
     InterruptLine& irq_;
-    int out_fd_;
+    std::function<void()> on_output_;
     mutable std::mutex mutex_;
     // Register reset values (PC16550D datasheet, Table IV "UART Reset Configuration").
     std::uint8_t ier_ = 0x00;
@@ -61,9 +69,12 @@ private:
     std::uint8_t scr_ = 0x00;
     std::uint8_t dll_ = 0x0c;  // 9600 baud
     std::uint8_t dlm_ = 0x00;
+    bool fifo_enabled_ = false;
     bool thr_interrupt_pending_ = false;
+    bool interrupt_level_ = false;  // the INTR pin; the irqfd fires on its rising edge
     std::deque<std::uint8_t> rx_fifo_;
     std::string out_buffer_;
+    std::uint64_t dropped_output_ = 0;
 };
 
 }  // namespace sbx

@@ -75,10 +75,10 @@ case "$case" in
       expect_refusal "not accessible" --kernel "$tmp/bzImage" --kvm-device "$tmp/kvm"
     fi ;;
   bad-config)
-    printf '[machine]\ncpus = "two"\n' >"$tmp/vm.toml"
-    # A wrongly typed value is ignored by toml lookups; an unknown section is not.
-    printf '[machin]\ncpus = 2\n' >"$tmp/bad.toml"
-    expect_refusal "unknown section" --config "$tmp/bad.toml" --kernel /x ;;
+    printf '[machine]\ncpus = "two"\n' >"$tmp/typed.toml"
+    expect_refusal "machine.cpus must be an integer" --config "$tmp/typed.toml" --kernel /x
+    printf '[machin]\ncpus = 2\n' >"$tmp/typo.toml"
+    expect_refusal "unknown setting machin.cpus" --config "$tmp/typo.toml" --kernel /x ;;
   bad-console)
     expect_refusal "console 'tty'" --kernel /x --console tty ;;
   *) fail "unknown case $case" ;;

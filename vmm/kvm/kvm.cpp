@@ -28,7 +28,8 @@ constexpr std::array kRequiredCaps = {
     RequiredCap{KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT"},
 };
 
-constexpr std::size_t kMaxCpuidEntries = 256;
+constexpr std::size_t kInitialCpuidEntries = 128;
+constexpr std::size_t kMaxCpuidEntries = 4096;
 static_assert(CpuidEntry::kSignificantIndex == KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
 
 }  // namespace
@@ -58,8 +59,11 @@ Result<System> System::open(const std::string& path) {
         }
     }
     int mmap_size = ::ioctl(fd.get(), KVM_GET_VCPU_MMAP_SIZE, 0);
-    if (mmap_size < static_cast<int>(sizeof(kvm_run))) {
-        return errno_error("KVM_GET_VCPU_MMAP_SIZE");
+    if (mmap_size < 0) {
+        return sys_error("KVM_GET_VCPU_MMAP_SIZE");
+    }
+    if (static_cast<std::size_t>(mmap_size) < sizeof(kvm_run)) {
+        return make_error("KVM_GET_VCPU_MMAP_SIZE: {} bytes is smaller than struct kvm_run", mmap_size);
     }
     return System(std::move(fd), static_cast<std::size_t>(mmap_size));
 }
@@ -80,41 +84,32 @@ unsigned System::max_vcpus() const {
 bool System::has_tsc_deadline_timer() const { return check_extension(KVM_CAP_TSC_DEADLINE_TIMER) > 0; }
 
 Result<std::vector<CpuidEntry>> System::supported_cpuid() const {
-    std::vector<std::uint8_t> buf(sizeof(kvm_cpuid2) + kMaxCpuidEntries * sizeof(kvm_cpuid_entry2));
-    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.data());
-    cpuid->nent = kMaxCpuidEntries;
-    if (::ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, cpuid) < 0) {
-        return errno_error("KVM_GET_SUPPORTED_CPUID");
+    // E2BIG means the buffer was too small (api.rst 4.46): grow and retry.
+    for (std::size_t capacity = kInitialCpuidEntries; capacity <= kMaxCpuidEntries; capacity *= 2) {
+        std::vector<std::uint8_t> buf(sizeof(kvm_cpuid2) + capacity * sizeof(kvm_cpuid_entry2));
+        auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.data());
+        cpuid->nent = static_cast<std::uint32_t>(capacity);
+        if (::ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, cpuid) < 0) {
+            if (errno == E2BIG) {
+                continue;
+            }
+            return sys_error("KVM_GET_SUPPORTED_CPUID");
+        }
+        std::vector<CpuidEntry> out;
+        out.reserve(cpuid->nent);
+        for (std::uint32_t i = 0; i < cpuid->nent; ++i) {
+            const auto& e = cpuid->entries[i];
+            out.push_back({e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
+        }
+        return out;
     }
-    std::vector<CpuidEntry> out;
-    out.reserve(cpuid->nent);
-    for (std::uint32_t i = 0; i < cpuid->nent; ++i) {
-        const auto& e = cpuid->entries[i];
-        out.push_back({e.function, e.index, e.flags, e.eax, e.ebx, e.ecx, e.edx});
-    }
-    return out;
-}
-
-Result<std::vector<std::uint32_t>> System::msr_index_list() const {
-    kvm_msr_list probe{};
-    probe.nmsrs = 0;
-    // E2BIG tells us the count (api.rst 4.3).
-    if (::ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
-        return errno_error("KVM_GET_MSR_INDEX_LIST");
-    }
-    std::vector<std::uint8_t> buf(sizeof(kvm_msr_list) + probe.nmsrs * sizeof(std::uint32_t));
-    auto* list = reinterpret_cast<kvm_msr_list*>(buf.data());
-    list->nmsrs = probe.nmsrs;
-    if (::ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, list) < 0) {
-        return errno_error("KVM_GET_MSR_INDEX_LIST");
-    }
-    return std::vector<std::uint32_t>(list->indices, list->indices + list->nmsrs);
+    return make_error("KVM_GET_SUPPORTED_CPUID: more than {} entries", kMaxCpuidEntries);
 }
 
 Result<Vm> System::create_vm() const {
     int raw = ::ioctl(fd_.get(), KVM_CREATE_VM, 0);
     if (raw < 0) {
-        return errno_error("KVM_CREATE_VM");
+        return sys_error("KVM_CREATE_VM");
     }
     return Vm(UniqueFd(raw));
 }
@@ -127,14 +122,14 @@ Result<void> Vm::set_user_memory_region(std::uint32_t slot, std::uint64_t guest_
     region.memory_size = size;
     region.userspace_addr = reinterpret_cast<std::uint64_t>(host);
     if (::ioctl(fd_.get(), KVM_SET_USER_MEMORY_REGION, &region) < 0) {
-        return errno_error(fmt::format("KVM_SET_USER_MEMORY_REGION slot {} at {:#x}", slot, guest_phys));
+        return sys_error("KVM_SET_USER_MEMORY_REGION slot {} at {:#x}", slot, guest_phys);
     }
     return ok();
 }
 
 Result<void> Vm::create_irqchip() const {
     if (::ioctl(fd_.get(), KVM_CREATE_IRQCHIP, 0) < 0) {
-        return errno_error("KVM_CREATE_IRQCHIP");
+        return sys_error("KVM_CREATE_IRQCHIP");
     }
     return ok();
 }
@@ -144,22 +139,14 @@ Result<void> Vm::create_pit() const {
     // A dummy I/O port read at 0x61 speaker port keeps Linux's PIT calibration happy.
     config.flags = KVM_PIT_SPEAKER_DUMMY;
     if (::ioctl(fd_.get(), KVM_CREATE_PIT2, &config) < 0) {
-        return errno_error("KVM_CREATE_PIT2");
+        return sys_error("KVM_CREATE_PIT2");
     }
     return ok();
 }
 
 Result<void> Vm::set_tss_address(std::uint64_t addr) const {
     if (::ioctl(fd_.get(), KVM_SET_TSS_ADDR, static_cast<unsigned long>(addr)) < 0) {
-        return errno_error("KVM_SET_TSS_ADDR");
-    }
-    return ok();
-}
-
-Result<void> Vm::set_identity_map_address(std::uint64_t addr) const {
-    std::uint64_t a = addr;
-    if (::ioctl(fd_.get(), KVM_SET_IDENTITY_MAP_ADDR, &a) < 0) {
-        return errno_error("KVM_SET_IDENTITY_MAP_ADDR");
+        return sys_error("KVM_SET_TSS_ADDR");
     }
     return ok();
 }
@@ -169,7 +156,7 @@ Result<void> Vm::set_irq_line(std::uint32_t irq, bool level) const {
     line.irq = irq;
     line.level = level ? 1 : 0;
     if (::ioctl(fd_.get(), KVM_IRQ_LINE, &line) < 0) {
-        return errno_error(fmt::format("KVM_IRQ_LINE {}", irq));
+        return sys_error("KVM_IRQ_LINE {}", irq);
     }
     return ok();
 }
@@ -179,7 +166,7 @@ Result<void> Vm::register_irqfd(int event_fd, std::uint32_t gsi) const {
     irqfd.fd = static_cast<std::uint32_t>(event_fd);
     irqfd.gsi = gsi;
     if (::ioctl(fd_.get(), KVM_IRQFD, &irqfd) < 0) {
-        return errno_error(fmt::format("KVM_IRQFD gsi {}", gsi));
+        return sys_error("KVM_IRQFD gsi {}", gsi);
     }
     return ok();
 }
@@ -192,7 +179,7 @@ Result<void> Vm::register_ioeventfd(int event_fd, std::uint64_t addr, std::uint3
     io.len = len;
     io.flags = is_mmio ? 0 : KVM_IOEVENTFD_FLAG_PIO;
     if (::ioctl(fd_.get(), KVM_IOEVENTFD, &io) < 0) {
-        return errno_error(fmt::format("KVM_IOEVENTFD at {:#x}", addr));
+        return sys_error("KVM_IOEVENTFD at {:#x}", addr);
     }
     return ok();
 }
@@ -200,7 +187,7 @@ Result<void> Vm::register_ioeventfd(int event_fd, std::uint64_t addr, std::uint3
 Result<Vcpu> Vm::create_vcpu(std::uint32_t id, std::size_t mmap_size) const {
     int raw = ::ioctl(fd_.get(), KVM_CREATE_VCPU, static_cast<unsigned long>(id));
     if (raw < 0) {
-        return errno_error(fmt::format("KVM_CREATE_VCPU {}", id));
+        return sys_error("KVM_CREATE_VCPU {}", id);
     }
     UniqueFd fd(raw);
     auto run = MmapRegion::shared(fd.get(), mmap_size);

@@ -42,7 +42,6 @@ public:
     [[nodiscard]] bool has_tsc_deadline_timer() const;
     [[nodiscard]] std::size_t vcpu_mmap_size() const { return vcpu_mmap_size_; }
     [[nodiscard]] Result<std::vector<CpuidEntry>> supported_cpuid() const;
-    [[nodiscard]] Result<std::vector<std::uint32_t>> msr_index_list() const;
     [[nodiscard]] Result<Vm> create_vm() const;
 
 private:
@@ -62,10 +61,9 @@ public:
     // In-kernel PIC + IOAPIC + LAPICs, and the i8254 PIT (KVM_CREATE_PIT2).
     Result<void> create_irqchip() const;
     Result<void> create_pit() const;
-    // Addresses of the 3-page TSS region and the identity-map page that
-    // Intel VMX needs below 4 GiB; they must not overlap RAM or MMIO.
+    // Address of the 3-page TSS region Intel VMX needs below 4 GiB; it must
+    // not overlap RAM or MMIO.
     Result<void> set_tss_address(std::uint64_t addr) const;
-    Result<void> set_identity_map_address(std::uint64_t addr) const;
     Result<void> set_irq_line(std::uint32_t irq, bool level) const;
     Result<void> register_irqfd(int event_fd, std::uint32_t gsi) const;
     Result<void> register_ioeventfd(int event_fd, std::uint64_t addr, std::uint32_t len,
@@ -103,7 +101,7 @@ struct Shutdown {};                   // triple fault or similar
 struct SystemEvent {
     enum class Kind { Shutdown, Reset, Crash, Other } kind;
 };
-struct Interrupted {};                // run() returned EINTR or immediate_exit
+struct Interrupted {};                // KVM_RUN returned EINTR (a kick, or immediate_exit)
 struct FailEntry {
     std::uint64_t reason;
 };
@@ -138,8 +136,8 @@ public:
 
     // KVM_RUN once and decode why it returned.
     [[nodiscard]] Result<VcpuExit> run();
-    // Makes the current or next run() return Interrupted at once. Safe to call
-    // from a signal handler on the vCPU thread.
+    // Makes the current or next run() return Interrupted at once. Any thread
+    // may set it; pair it with a signal to kick a vCPU already in KVM_RUN.
     void set_immediate_exit(bool on);
 
     Result<void> set_cpuid(std::span<const CpuidEntry> entries) const;

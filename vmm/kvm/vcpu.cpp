@@ -65,10 +65,10 @@ std::uint32_t set_delivery_mode(std::uint32_t lvt, std::uint32_t mode) {
 Result<VcpuExit> Vcpu::run() {
     if (::ioctl(fd_.get(), KVM_RUN, 0) < 0) {
         if (errno == EINTR || errno == EAGAIN) {
-            run_page(run_)->immediate_exit = 0;
+            set_immediate_exit(false);
             return VcpuExit{Interrupted{}};
         }
-        return errno_error(fmt::format("KVM_RUN on vCPU {}", id_));
+        return sys_error("KVM_RUN on vCPU {}", id_);
     }
     kvm_run* run = run_page(run_);
     switch (run->exit_reason) {
@@ -83,7 +83,6 @@ Result<VcpuExit> Vcpu::run() {
         case KVM_EXIT_HLT: return VcpuExit{Halt{}};
         case KVM_EXIT_SHUTDOWN: return VcpuExit{Shutdown{}};
         case KVM_EXIT_SYSTEM_EVENT: return decode_system_event(run);
-        case KVM_EXIT_INTR: return VcpuExit{Interrupted{}};
         case KVM_EXIT_FAIL_ENTRY:
             return VcpuExit{FailEntry{run->fail_entry.hardware_entry_failure_reason}};
         case KVM_EXIT_INTERNAL_ERROR: return VcpuExit{InternalError{run->internal.suberror}};
@@ -91,7 +90,10 @@ Result<VcpuExit> Vcpu::run() {
     }
 }
 
-void Vcpu::set_immediate_exit(bool on) { run_page(run_)->immediate_exit = on ? 1 : 0; }
+void Vcpu::set_immediate_exit(bool on) {
+    // Written by the stopping thread and cleared by the vCPU thread.
+    __atomic_store_n(&run_page(run_)->immediate_exit, on ? 1 : 0, __ATOMIC_RELEASE);
+}
 
 Result<void> Vcpu::set_cpuid(std::span<const CpuidEntry> entries) const {
     std::vector<std::uint8_t> buf(sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2));
@@ -108,7 +110,7 @@ Result<void> Vcpu::set_cpuid(std::span<const CpuidEntry> entries) const {
         e.edx = entries[i].edx;
     }
     if (::ioctl(fd_.get(), KVM_SET_CPUID2, cpuid) < 0) {
-        return errno_error(fmt::format("KVM_SET_CPUID2 on vCPU {}", id_));
+        return sys_error("KVM_SET_CPUID2 on vCPU {}", id_);
     }
     return ok();
 }
@@ -124,7 +126,7 @@ Result<void> Vcpu::set_msrs(std::span<const std::pair<std::uint32_t, std::uint64
     // KVM_SET_MSRS returns the number of MSRs it set; stopping short names the culprit.
     int set = ::ioctl(fd_.get(), KVM_SET_MSRS, list);
     if (set < 0) {
-        return errno_error(fmt::format("KVM_SET_MSRS on vCPU {}", id_));
+        return sys_error("KVM_SET_MSRS on vCPU {}", id_);
     }
     if (static_cast<std::size_t>(set) != msrs.size()) {
         return make_error("KVM_SET_MSRS on vCPU {}: MSR {:#x} was refused", id_,
@@ -136,7 +138,7 @@ Result<void> Vcpu::set_msrs(std::span<const std::pair<std::uint32_t, std::uint64
 Result<void> Vcpu::setup_long_mode(const LongModeEntry& entry) const {
     kvm_sregs sregs{};
     if (::ioctl(fd_.get(), KVM_GET_SREGS, &sregs) < 0) {
-        return errno_error("KVM_GET_SREGS");
+        return sys_error("KVM_GET_SREGS");
     }
     sregs.gdt.base = entry.gdt_base;
     sregs.gdt.limit = entry.gdt_limit;
@@ -147,11 +149,12 @@ Result<void> Vcpu::setup_long_mode(const LongModeEntry& entry) const {
     sregs.ds = sregs.es = sregs.fs = sregs.gs = sregs.ss = data;
     sregs.tr = segment_from_gdt(x86::kBootGdt[3], x86::kBootTssSelector);
     sregs.cr3 = entry.cr3;
-    sregs.cr4 |= x86::kCr4Pae;
-    sregs.cr0 |= x86::kCr0Pe | x86::kCr0Pg | x86::kCr0Et;
-    sregs.efer |= x86::kEferLme | x86::kEferLma;
+    // Exactly the bits long mode needs: caches enabled (CD and NW clear).
+    sregs.cr4 = x86::kCr4Pae;
+    sregs.cr0 = x86::kCr0Pe | x86::kCr0Pg | x86::kCr0Et;
+    sregs.efer = x86::kEferLme | x86::kEferLma;
     if (::ioctl(fd_.get(), KVM_SET_SREGS, &sregs) < 0) {
-        return errno_error("KVM_SET_SREGS");
+        return sys_error("KVM_SET_SREGS");
     }
 
     kvm_regs regs{};
@@ -161,14 +164,14 @@ Result<void> Vcpu::setup_long_mode(const LongModeEntry& entry) const {
     regs.rsp = entry.rsp;
     regs.rbp = entry.rsp;
     if (::ioctl(fd_.get(), KVM_SET_REGS, &regs) < 0) {
-        return errno_error("KVM_SET_REGS");
+        return sys_error("KVM_SET_REGS");
     }
 
     kvm_fpu fpu{};
     fpu.fcw = 0x37f;     // x87 power-on control word
     fpu.mxcsr = 0x1f80;  // all SSE exceptions masked
     if (::ioctl(fd_.get(), KVM_SET_FPU, &fpu) < 0) {
-        return errno_error("KVM_SET_FPU");
+        return sys_error("KVM_SET_FPU");
     }
     return ok();
 }
@@ -176,7 +179,7 @@ Result<void> Vcpu::setup_long_mode(const LongModeEntry& entry) const {
 Result<void> Vcpu::setup_lapic_lints() const {
     kvm_lapic_state lapic{};
     if (::ioctl(fd_.get(), KVM_GET_LAPIC, &lapic) < 0) {
-        return errno_error("KVM_GET_LAPIC");
+        return sys_error("KVM_GET_LAPIC");
     }
     auto patch = [&](std::size_t offset, std::uint32_t mode) {
         std::uint32_t value = 0;
@@ -188,7 +191,7 @@ Result<void> Vcpu::setup_lapic_lints() const {
     patch(kApicLvtLint0, kApicModeExtInt);
     patch(kApicLvtLint1, kApicModeNmi);
     if (::ioctl(fd_.get(), KVM_SET_LAPIC, &lapic) < 0) {
-        return errno_error("KVM_SET_LAPIC");
+        return sys_error("KVM_SET_LAPIC");
     }
     return ok();
 }

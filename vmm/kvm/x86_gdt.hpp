@@ -1,6 +1,10 @@
-// The flat 64-bit GDT the VMM hands to the guest at boot (Linux boot protocol,
-// Documentation/arch/x86/boot.rst "64-bit Boot Protocol": __BOOT_CS must be a
-// 64-bit code segment, __BOOT_DS a flat data segment, both with base 0).
+// The flat 64-bit GDT the VMM hands to the guest at boot. The 64-bit boot
+// protocol (Documentation/arch/x86/boot.rst) asks for a 64-bit code segment
+// and flat 4 GiB data segments with base 0; it names the selectors
+// __BOOT_CS (0x10) and __BOOT_DS (0x18), but startup_64 loads its own GDT
+// before any segment reload, so like Firecracker we use 0x08 and 0x10. The
+// TSS entry is only the low half of a 16-byte long-mode descriptor: the CPU
+// uses the hidden state loaded through KVM_SET_SREGS, never this table.
 // Shared by the boot layer (which writes it into guest memory) and the KVM
 // layer (which loads the matching hidden segment state into the vCPU).
 #pragma once
