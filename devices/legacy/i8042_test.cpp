@@ -1,21 +1,11 @@
 #include <doctest/doctest.h>
 
+#include "devices/device_test_util.hpp"
 #include "devices/legacy/i8042.hpp"
 
 using namespace sbx;
 
-namespace {
-struct CountingIrq : InterruptLine {
-    int count = 0;
-    void trigger() override { ++count; }
-};
-std::uint8_t rd(I8042& d, std::uint64_t off) {
-    std::uint8_t b = 0;
-    d.read(off, std::span(&b, 1));
-    return b;
-}
-void wr(I8042& d, std::uint64_t off, std::uint8_t v) { d.write(off, std::span<const std::uint8_t>(&v, 1)); }
-}  // namespace
+using namespace sbx::testing;
 
 TEST_CASE("i8042 pulse-reset command calls the reset handler") {
     CountingIrq irq;

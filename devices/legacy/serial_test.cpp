@@ -2,24 +2,12 @@
 
 #include <string>
 
+#include "devices/device_test_util.hpp"
 #include "devices/legacy/serial.hpp"
 
 using namespace sbx;
 
-namespace {
-struct CountingIrq : InterruptLine {
-    int count = 0;
-    void trigger() override { ++count; }
-};
-
-std::uint8_t rd(Serial& s, std::uint64_t off) {
-    std::uint8_t b = 0;
-    s.read(off, std::span(&b, 1));
-    return b;
-}
-void wr(Serial& s, std::uint64_t off, std::uint8_t v) { s.write(off, std::span<const std::uint8_t>(&v, 1)); }
-
-}  // namespace
+using namespace sbx::testing;
 
 TEST_CASE("serial hands transmitted bytes to the VMM and notifies once per batch") {
     CountingIrq irq;

@@ -12,15 +12,9 @@ initrd=$("$src/images/build" initramfs)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-set +e
-"$src/tests/nested" --timeout 600 -- \
-  "$build/vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256 \
-  >"$out" 2>&1
-status=$?
-set -e
-log=$(cat "$out")
-[ "$status" -eq 0 ] || { tail -n 60 "$out" >&2; fail "sbx-vmm exited with status $status"; }
-pass "sbx-vmm exited 0 after the guest rebooted"
+run_nested "$out" --timeout 600 -- \
+  "$build/vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
+expect_status 0 "sbx-vmm exited 0 after the guest rebooted"
 expect_contains "$log" "SBX-BOOTED" "guest reached userspace"
 expect_contains "$log" "SBX-UNAME: Linux" "guest ran uname"
 expect_contains "$log" "SBX-NPROC: $cpus" "guest sees $cpus vCPUs"

@@ -12,16 +12,11 @@ initrd=$("$src/images/build" initramfs)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-set +e
-"$src/tests/nested" --timeout 900 -- \
+run_nested "$out" --timeout 900 -- \
   qemu-system-x86_64 -M microvm,x-option-roms=off,rtc=off,acpi=off,pit=on,pic=on \
   -enable-kvm -cpu host -smp 2 -m 256 -nodefaults -no-user-config -nographic \
   -serial stdio -no-reboot -kernel "$kernel" -initrd "$initrd" \
-  -append "console=ttyS0 reboot=k panic=1 pci=off nomodule quiet" >"$out" 2>&1
-status=$?
-set -e
-log=$(cat "$out")
-[ "$status" -eq 0 ] || { tail -n 60 "$out" >&2; fail "qemu exited with status $status"; }
-pass "qemu exited 0 after the guest rebooted"
+  -append "console=ttyS0 reboot=k panic=1 pci=off nomodule quiet"
+expect_status 0 "qemu exited 0 after the guest rebooted"
 expect_contains "$log" "SBX-BOOTED" "guest reached userspace under QEMU"
 expect_contains "$log" "SBX-NPROC: 2" "guest sees 2 vCPUs under QEMU"

@@ -26,12 +26,7 @@ ph = struct.pack("<IIQQQQQQ", 1, 5, offset, load, load, len(code), len(code), 0x
 open(sys.argv[1], "wb").write(eh + ph + code)
 PY
 
-set +e
-"$src/tests/nested" --timeout 300 -- "$build/vmm/sbx-vmm" --kernel "$work/ud2.elf" \
-  --memory 128 --console none >"$work/out" 2>&1
-status=$?
-set -e
-log=$(cat "$work/out")
-[ "$status" -eq 2 ] || { printf '%s\n' "$log" >&2; fail "sbx-vmm exited with $status, expected 2"; }
-pass "a triple-faulting guest ends sbx-vmm with status 2"
+run_nested "$work/out" --timeout 300 -- "$build/vmm/sbx-vmm" --kernel "$work/ud2.elf" \
+  --memory 128 --console none
+expect_status 2 "a triple-faulting guest ends sbx-vmm with status 2"
 expect_contains "$log" "triple fault" "the exit reason is named"

@@ -87,18 +87,28 @@ bool GuestMemory::contains(GuestAddress addr, std::uint64_t len) const {
     return true;
 }
 
+// Calls fn(host pointer, offset into the access, length) for each piece of
+// [addr, addr+len) in turn, one piece per region it crosses. The caller has
+// checked contains(addr, len).
+template <typename Fn>
+void GuestMemory::for_each_piece(GuestAddress addr, std::uint64_t len, Fn&& fn) const {
+    std::uint64_t done = 0;
+    while (done < len) {
+        const Region* r = find(addr + done);
+        std::uint64_t offset = addr.value + done - r->start.value;
+        std::uint64_t piece = std::min(len - done, r->size() - offset);
+        fn(r->mapping.data() + offset, static_cast<std::size_t>(done), static_cast<std::size_t>(piece));
+        done += piece;
+    }
+}
+
 Result<void> GuestMemory::read(GuestAddress addr, std::span<std::uint8_t> out) const {
     if (!contains(addr, out.size())) {
         return make_error("guest read of {} bytes at {:#x} is out of bounds", out.size(), addr.value);
     }
-    std::size_t done = 0;
-    while (done < out.size()) {
-        const Region* r = find(addr + done);
-        std::uint64_t offset = addr.value + done - r->start.value;
-        std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(out.size() - done, r->size() - offset));
-        std::memcpy(out.data() + done, r->mapping.data() + offset, chunk);
-        done += chunk;
-    }
+    for_each_piece(addr, out.size(), [&](std::uint8_t* host, std::size_t at, std::size_t n) {
+        std::memcpy(out.data() + at, host, n);
+    });
     return ok();
 }
 
@@ -106,14 +116,9 @@ Result<void> GuestMemory::write(GuestAddress addr, std::span<const std::uint8_t>
     if (!contains(addr, in.size())) {
         return make_error("guest write of {} bytes at {:#x} is out of bounds", in.size(), addr.value);
     }
-    std::size_t done = 0;
-    while (done < in.size()) {
-        const Region* r = find(addr + done);
-        std::uint64_t offset = addr.value + done - r->start.value;
-        std::size_t chunk = static_cast<std::size_t>(std::min<std::uint64_t>(in.size() - done, r->size() - offset));
-        std::memcpy(r->mapping.data() + offset, in.data() + done, chunk);
-        done += chunk;
-    }
+    for_each_piece(addr, in.size(), [&](std::uint8_t* host, std::size_t at, std::size_t n) {
+        std::memcpy(host, in.data() + at, n);
+    });
     return ok();
 }
 
@@ -121,14 +126,7 @@ Result<void> GuestMemory::fill(GuestAddress addr, std::uint64_t len, std::uint8_
     if (!contains(addr, len)) {
         return make_error("guest fill of {} bytes at {:#x} is out of bounds", len, addr.value);
     }
-    std::uint64_t done = 0;
-    while (done < len) {
-        const Region* r = find(addr + done);
-        std::uint64_t offset = addr.value + done - r->start.value;
-        std::uint64_t chunk = std::min(len - done, r->size() - offset);
-        std::memset(r->mapping.data() + offset, byte, static_cast<std::size_t>(chunk));
-        done += chunk;
-    }
+    for_each_piece(addr, len, [&](std::uint8_t* host, std::size_t, std::size_t n) { std::memset(host, byte, n); });
     return ok();
 }
 

@@ -87,6 +87,8 @@ public:
 private:
     explicit GuestMemory(std::vector<Region> regions) : regions_(std::move(regions)) {}
     [[nodiscard]] const Region* find(GuestAddress addr) const;
+    template <typename Fn>
+    void for_each_piece(GuestAddress addr, std::uint64_t len, Fn&& fn) const;
 
     std::vector<Region> regions_;  // sorted by start
 };
