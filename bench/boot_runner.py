@@ -61,10 +61,13 @@ def main():
     ours = [args.vmm, "--kernel", args.kernel, "--initrd", args.initrd, "--cpus", str(args.cpus),
             "--memory", str(args.memory), "--cmdline", cmdline]
     # The closest QEMU machine to ours: microvm without ACPI, firmware option
-    # ROMs or RTC, legacy PIC/PIT and one 16550 on ttyS0.
+    # ROMs or RTC, legacy PIC/PIT, one 16550 on ttyS0, and an i8042 so that
+    # reboot=k ends the process (microvm has none by default and the
+    # kernel's reboot fallbacks then take over a minute).
     qemu = [args.qemu, "-M", "microvm,x-option-roms=off,rtc=off,acpi=off,pit=on,pic=on",
             "-enable-kvm", "-cpu", "host", "-smp", str(args.cpus), "-m", str(args.memory),
-            "-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-no-reboot",
+            "-nodefaults", "-no-user-config", "-nographic", "-serial", "stdio", "-device", "i8042",
+            "-no-reboot",
             "-kernel", args.kernel, "-initrd", args.initrd, "-append", cmdline]
 
     results = {"sbx-vmm": [], "qemu": []}

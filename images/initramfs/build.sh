@@ -41,7 +41,7 @@ initramfs_build() {
     # Reproducible archive: sorted names, owner root, mtime 0.
     find "$root" -exec touch -h -d @0 {} +
     (
-        cd "$root"
+        cd "$root" || exit 1
         find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
             cpio --quiet -o -H newc -R 0:0 --reproducible
     ) | gzip -9 -n >"$out/initramfs.cpio.gz"

@@ -15,7 +15,7 @@ trap 'rm -f "$out"' EXIT
 run_nested "$out" --timeout 900 -- \
   qemu-system-x86_64 -M microvm,x-option-roms=off,rtc=off,acpi=off,pit=on,pic=on \
   -enable-kvm -cpu host -smp 2 -m 256 -nodefaults -no-user-config -nographic \
-  -serial stdio -no-reboot -kernel "$kernel" -initrd "$initrd" \
+  -serial stdio -device i8042 -no-reboot -kernel "$kernel" -initrd "$initrd" \
   -append "console=ttyS0 reboot=k panic=1 pci=off nomodule quiet"
 expect_status 0 "qemu exited 0 after the guest rebooted"
 expect_contains "$log" "SBX-BOOTED" "guest reached userspace under QEMU"
