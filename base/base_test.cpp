@@ -69,6 +69,22 @@ TEST_CASE("MmapRegion maps zeroed memory") {
     CHECK(region->data() == nullptr);
 }
 
+TEST_CASE("MmapRegion maps a file read-only and refuses empty, oversized and odd files") {
+    char path[] = "/tmp/sbx-map-test-XXXXXX";
+    int raw = ::mkstemp(path);
+    REQUIRE(raw >= 0);
+    UniqueFd fd(raw);
+    CHECK(MmapRegion::map_file(path, 100).error().message.find("is empty") != std::string::npos);
+    REQUIRE(write_all(fd.get(), "kernel", 6));
+    auto mapped = MmapRegion::map_file(path, 6);
+    REQUIRE(mapped);
+    CHECK(std::string(reinterpret_cast<const char*>(mapped->data()), mapped->size()) == "kernel");
+    CHECK_FALSE(MmapRegion::map_file(path, 5));
+    CHECK_FALSE(MmapRegion::map_file("/dev", 100));
+    CHECK_FALSE(MmapRegion::map_file("/nonexistent", 100));
+    ::unlink(path);
+}
+
 TEST_CASE("EventFd counts signals") {
     auto ev = EventFd::create();
     REQUIRE(ev);

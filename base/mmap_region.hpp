@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 
 #include "base/result.hpp"
@@ -31,6 +32,10 @@ public:
     static Result<MmapRegion> anonymous(std::size_t size);
     // A shared mapping of fd at offset (e.g. the vCPU's kvm_run page).
     static Result<MmapRegion> shared(int fd, std::size_t size, off_t offset = 0);
+    // A read-only private mapping of a whole regular file (kernel, initrd):
+    // only the pages a caller touches are read. Refuses files over
+    // max_bytes and empty ones. The file must not shrink while mapped.
+    static Result<MmapRegion> map_file(const std::string& path, std::size_t max_bytes);
 
     [[nodiscard]] std::uint8_t* data() const { return static_cast<std::uint8_t*>(addr_); }
     [[nodiscard]] std::size_t size() const { return size_; }

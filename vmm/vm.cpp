@@ -92,6 +92,9 @@ VmExit Vm::run() {
     install_kick_handler();
     mmio_bus_.freeze();
     pio_bus_.freeze();
+    auto setup = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
+    log::info("VM set up in {}.{:03} ms; starting {} vCPU(s)", setup.count() / 1000, setup.count() % 1000,
+              vcpus_.size());
     for (auto& vcpu : vcpus_) {
         threads_.emplace_back([this, &vcpu] { vcpu_loop(vcpu); });
     }

@@ -102,6 +102,7 @@ private:
     Bus mmio_bus_{"mmio"};
     std::vector<kvm::Vcpu> vcpus_;
     std::string console_pending_;  // taken from the UART, not yet written
+    Clock::time_point start_;       // when the VMM started (the boot timer's zero)
 
     std::atomic<bool> stopping_{false};
     std::mutex exit_mutex_;

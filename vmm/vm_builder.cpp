@@ -22,19 +22,12 @@ constexpr std::uint32_t kI8042Irq = 1;
 constexpr std::uint32_t kSerialIrq = 4;
 constexpr std::uint64_t kSerialPort = 0x3f8;
 
-Result<std::string> read_input_file(const std::string& path, std::size_t limit, std::string_view what) {
-    auto data = read_file(path, limit);
+Result<MmapRegion> map_input_file(const std::string& path, std::size_t limit, std::string_view what) {
+    auto data = MmapRegion::map_file(path, limit);
     if (!data) {
         return data.error().context(what);
     }
-    if (data->empty()) {
-        return make_error("{}: {} is empty", what, path);
-    }
     return data;
-}
-
-std::span<const std::uint8_t> bytes_of(const std::string& s) {
-    return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
 
 }  // namespace
@@ -43,11 +36,13 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     if (auto r = config_.validate(); !r) {
         return r.error();
     }
-    auto kernel = read_input_file(config_.kernel, kMaxKernelBytes, "kernel");
+    // Mapped, not read: only the parts the loader copies (an ELF's PT_LOAD
+    // segments) are ever read from disk.
+    auto kernel = map_input_file(config_.kernel, kMaxKernelBytes, "kernel");
     if (!kernel) {
         return kernel.error();
     }
-    std::string initrd;
+    MmapRegion initrd;
     if (!config_.initrd.empty()) {
         struct stat st {};
         if (::stat(config_.initrd.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
@@ -55,7 +50,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
             return make_error("initrd: {} ({} MiB) does not fit in guest memory ({} MiB)", config_.initrd,
                               st.st_size >> 20, config_.memory_mib);
         }
-        auto data = read_input_file(config_.initrd, config_.memory_mib << 20, "initrd");
+        auto data = map_input_file(config_.initrd, config_.memory_mib << 20, "initrd");
         if (!data) {
             return data.error();
         }
@@ -69,7 +64,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
         return memory.error();
     }
     auto boot = boot::setup_linux_boot(*memory, boot::LinuxBootConfig{
-        bytes_of(*kernel), bytes_of(initrd), config_.cmdline, config_.cpus});
+        kernel->bytes(), initrd.bytes(), config_.cmdline, config_.cpus});
     if (!boot) {
         return boot.error();
     }
@@ -165,6 +160,7 @@ Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
     vm.i8042_ = std::make_shared<I8042>(**i8042_irq, [self] {
         self->request_exit({ExitReason::Reset, "guest reset through the i8042 controller"});
     });
+    vm.start_ = start_;
     vm.boot_timer_ = std::make_shared<BootTimer>(start_);
     if (auto r = vm.pio_bus_.insert(vm.serial_, kSerialPort, Serial::kPortCount); !r) {
         return r.error();
