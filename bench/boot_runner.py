@@ -6,6 +6,8 @@ console) and to process exit. Runs wherever /dev/kvm can boot Linux; bench/boot
 puts it inside the nested harness when the host needs that."""
 
 import argparse
+import os
+import select
 import statistics
 import subprocess
 import sys
@@ -15,27 +17,41 @@ MARKER = b"SBX-BOOTED"
 
 
 def boot_once(argv, timeout):
-    """Returns (seconds to the marker, seconds to exit, the VMM's own boot-timer ms or None)."""
+    """Returns (seconds to the marker, seconds to exit, the VMM's own boot-timer
+    ms or None), or None when the boot failed or hung (its output is shown)."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     marker_at = None
     timer_ms = None
-    lines = []
-    for line in proc.stdout:
-        if marker_at is None and MARKER in line:
-            marker_at = time.monotonic() - start
-        if b"guest boot time:" in line and timer_ms is None:
-            timer_ms = float(line.split(b"guest boot time:")[1].split()[0])
-        lines.append(line)
-        if time.monotonic() - start > timeout:
+    output = b""
+    timed_out = False
+    while True:
+        left = timeout - (time.monotonic() - start)
+        if left <= 0:
+            timed_out = True
             proc.kill()
             break
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        output += chunk
+        if marker_at is None and MARKER in output:
+            marker_at = time.monotonic() - start
+        if timer_ms is None and b"guest boot time:" in output:
+            tail = output.split(b"guest boot time:")[1].split()
+            if len(tail) > 1:  # the number and its unit have both arrived
+                timer_ms = float(tail[0])
     status = proc.wait()
     exit_at = time.monotonic() - start
-    if status != 0 or marker_at is None:
-        sys.stderr.write(b"".join(lines[-30:]).decode(errors="replace"))
-        raise SystemExit(f"boot failed (status {status}): {' '.join(argv)}")
+    if timed_out or status != 0 or marker_at is None:
+        why = f"no exit within {timeout:.0f} s" if timed_out else f"status {status}"
+        sys.stderr.write(output[-3000:].decode(errors="replace"))
+        sys.stderr.write(f"\nboot failed ({why}): {' '.join(argv[:1])}\n")
+        return None
     return marker_at, exit_at, timer_ms
 
 
@@ -53,7 +69,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cpus", type=int, default=1)
     ap.add_argument("--memory", type=int, default=256)
-    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per boot")
     args = ap.parse_args()
 
     cmdline = ("console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux "
@@ -71,23 +87,32 @@ def main():
             "-kernel", args.kernel, "-initrd", args.initrd, "-append", cmdline]
 
     results = {"sbx-vmm": [], "qemu": []}
+    failures = {"sbx-vmm": 0, "qemu": 0}
     timers = []
     # Warm the page cache for both binaries and the images, then alternate.
     boot_once(ours, args.timeout)
     boot_once(qemu, args.timeout)
     for run in range(args.runs):
         for name, argv in (("sbx-vmm", ours), ("qemu", qemu)):
-            marker, exit_at, timer = boot_once(argv, args.timeout)
+            result = boot_once(argv, args.timeout)
+            if result is None:
+                failures[name] += 1
+                print(f"run {run + 1}/{args.runs} {name:<8} FAILED", flush=True)
+                continue
+            marker, exit_at, timer = result
             results[name].append((marker, exit_at))
             if timer is not None:
                 timers.append(timer / 1000)
             print(f"run {run + 1}/{args.runs} {name:<8} init after {marker * 1000:8.1f} ms, "
                   f"exit after {exit_at * 1000:8.1f} ms", flush=True)
+    if not results["sbx-vmm"] or not results["qemu"]:
+        raise SystemExit(f"no successful boots to compare (failures: {failures})")
 
     print()
     print(f"kernel {args.kernel}")
     print(f"initrd {args.initrd}")
-    print(f"{args.cpus} vCPU, {args.memory} MiB, {args.runs} runs each, alternating")
+    print(f"{args.cpus} vCPU, {args.memory} MiB, {args.runs} runs each, alternating; "
+          f"failed boots: sbx-vmm {failures['sbx-vmm']}, qemu {failures['qemu']}")
     for name in ("sbx-vmm", "qemu"):
         print(describe(f"{name}: start -> init", [m for m, _ in results[name]]))
         print(describe(f"{name}: start -> exit", [e for _, e in results[name]]))
