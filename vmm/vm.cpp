@@ -135,14 +135,18 @@ void Vm::vcpu_loop(kvm::Vcpu& vcpu) {
             request_exit({ExitReason::VmmError, exit.error().to_string()});
             return;
         }
-        if (!handle_exit(*exit)) {
+        if (!handle_exit(vcpu, *exit)) {
             return;
         }
     }
 }
 
 // Returns false when the vCPU must stop running.
-bool Vm::handle_exit(const kvm::VcpuExit& exit) {
+bool Vm::handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit) {
+    auto where = [&] {
+        auto rip = vcpu.instruction_pointer();
+        return rip ? fmt::format("vCPU {} at rip {:#x}", vcpu.id(), *rip) : fmt::format("vCPU {}", vcpu.id());
+    };
     return std::visit(
         Overloaded{
             [&](const kvm::IoIn& io) {
@@ -168,7 +172,9 @@ bool Vm::handle_exit(const kvm::VcpuExit& exit) {
             [&](const kvm::Halt&) { return true; },
             [&](const kvm::Interrupted&) { return true; },
             [&](const kvm::Shutdown&) {
-                request_exit({ExitReason::TripleFault, "guest triple fault (KVM_EXIT_SHUTDOWN)"});
+                // No rip here: KVM on AMD has already reset the vCPU's state.
+                request_exit({ExitReason::TripleFault,
+                              fmt::format("guest triple fault (KVM_EXIT_SHUTDOWN) on vCPU {}", vcpu.id())});
                 return false;
             },
             [&](const kvm::SystemEvent& e) {
@@ -182,7 +188,7 @@ bool Vm::handle_exit(const kvm::VcpuExit& exit) {
                 return false;
             },
             [&](const auto&) {
-                request_exit({ExitReason::KvmError, kvm::describe(exit)});
+                request_exit({ExitReason::KvmError, fmt::format("{} on {}", kvm::describe(exit), where())});
                 return false;
             },
         },

@@ -78,7 +78,7 @@ private:
     Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event, EventFd console_ready);
 
     void vcpu_loop(kvm::Vcpu& vcpu);
-    [[nodiscard]] bool handle_exit(const kvm::VcpuExit& exit);
+    [[nodiscard]] bool handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit);
     void event_loop();
     void stop_vcpus();
     // Moves console output from the UART to the console without blocking;

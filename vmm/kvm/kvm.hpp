@@ -140,6 +140,10 @@ public:
     // may set it; pair it with a signal to kick a vCPU already in KVM_RUN.
     void set_immediate_exit(bool on);
 
+    // Where the vCPU stopped, for the one-line reason of a fatal exit. (On
+    // AMD, KVM resets the vCPU after KVM_EXIT_SHUTDOWN, so it reads 0xfff0 there.)
+    [[nodiscard]] Result<std::uint64_t> instruction_pointer() const;
+
     Result<void> set_cpuid(std::span<const CpuidEntry> entries) const;
     Result<void> set_msrs(std::span<const std::pair<std::uint32_t, std::uint64_t>> msrs) const;
     // Registers, segments, FPU and LAPIC LINT pins for a 64-bit Linux entry.

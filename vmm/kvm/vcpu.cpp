@@ -95,6 +95,14 @@ void Vcpu::set_immediate_exit(bool on) {
     __atomic_store_n(&run_page(run_)->immediate_exit, on ? 1 : 0, __ATOMIC_RELEASE);
 }
 
+Result<std::uint64_t> Vcpu::instruction_pointer() const {
+    kvm_regs regs{};
+    if (::ioctl(fd_.get(), KVM_GET_REGS, &regs) < 0) {
+        return sys_error("KVM_GET_REGS");
+    }
+    return regs.rip;
+}
+
 Result<void> Vcpu::set_cpuid(std::span<const CpuidEntry> entries) const {
     std::vector<std::uint8_t> buf(sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2));
     auto* cpuid = reinterpret_cast<kvm_cpuid2*>(buf.data());
