@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "base/unique_fd.hpp"
 
@@ -26,29 +25,18 @@ Result<MmapRegion> MmapRegion::shared(int fd, std::size_t size, off_t offset) {
 }
 
 Result<MmapRegion> MmapRegion::map_file(const std::string& path, std::size_t max_bytes) {
-    auto fd = UniqueFd::open(path, O_RDONLY);
-    if (!fd) {
-        return fd.error();
+    auto file = open_regular_file(path, max_bytes);
+    if (!file) {
+        return file.error();
     }
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) {
-        return sys_error("cannot stat {}", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return make_error("{} is not a regular file", path);
-    }
-    if (st.st_size == 0) {
+    if (file->size == 0) {
         return make_error("{} is empty", path);
     }
-    auto size = static_cast<std::size_t>(st.st_size);
-    if (size > max_bytes) {
-        return make_error("{} is {} bytes, over the limit of {}", path, size, max_bytes);
-    }
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd->get(), 0);
+    void* p = ::mmap(nullptr, file->size, PROT_READ, MAP_PRIVATE, file->fd.get(), 0);
     if (p == MAP_FAILED) {
         return sys_error("cannot map {}", path);
     }
-    return MmapRegion(p, size);
+    return MmapRegion(p, file->size);
 }
 
 void MmapRegion::unmap() {

@@ -21,7 +21,7 @@ Result<UniqueFd> UniqueFd::open(const std::string& path, int flags, unsigned mod
     return UniqueFd(fd);
 }
 
-Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
+Result<RegularFile> open_regular_file(const std::string& path, std::size_t max_bytes) {
     auto fd = UniqueFd::open(path, O_RDONLY);
     if (!fd) {
         return fd.error();
@@ -33,13 +33,23 @@ Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
     if (!S_ISREG(st.st_mode)) {
         return make_error("{} is not a regular file", path);
     }
-    if (static_cast<std::size_t>(st.st_size) > max_bytes) {
-        return make_error("{} is {} bytes, over the limit of {}", path, st.st_size, max_bytes);
+    auto size = static_cast<std::size_t>(st.st_size);
+    if (size > max_bytes) {
+        return make_error("{} is {} bytes, over the limit of {}", path, size, max_bytes);
     }
-    std::string data(static_cast<std::size_t>(st.st_size), '\0');
+    return RegularFile{std::move(*fd), size};
+}
+
+Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
+    auto file = open_regular_file(path, max_bytes);
+    if (!file) {
+        return file.error();
+    }
+    auto& fd = file->fd;
+    std::string data(file->size, '\0');
     std::size_t done = 0;
     while (done < data.size()) {
-        ssize_t n = ::read(fd->get(), data.data() + done, data.size() - done);
+        ssize_t n = ::read(fd.get(), data.data() + done, data.size() - done);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;

@@ -36,6 +36,13 @@ private:
     int fd_ = -1;
 };
 
+// An open regular file no larger than a limit, with its size.
+struct RegularFile {
+    UniqueFd fd;
+    std::size_t size;
+};
+Result<RegularFile> open_regular_file(const std::string& path, std::size_t max_bytes);
+
 // Reads the whole file into memory, refusing files over max_bytes.
 Result<std::string> read_file(const std::string& path, std::size_t max_bytes);
 
