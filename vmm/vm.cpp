@@ -143,10 +143,6 @@ void Vm::vcpu_loop(kvm::Vcpu& vcpu) {
 
 // Returns false when the vCPU must stop running.
 bool Vm::handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit) {
-    auto where = [&] {
-        auto rip = vcpu.instruction_pointer();
-        return rip ? fmt::format("vCPU {} at rip {:#x}", vcpu.id(), *rip) : fmt::format("vCPU {}", vcpu.id());
-    };
     return std::visit(
         Overloaded{
             [&](const kvm::IoIn& io) {
@@ -188,7 +184,10 @@ bool Vm::handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit) {
                 return false;
             },
             [&](const auto&) {
-                request_exit({ExitReason::KvmError, fmt::format("{} on {}", kvm::describe(exit), where())});
+                auto rip = vcpu.instruction_pointer();
+                request_exit({ExitReason::KvmError,
+                              rip ? fmt::format("{} on vCPU {} at rip {:#x}", kvm::describe(exit), vcpu.id(), *rip)
+                                  : fmt::format("{} on vCPU {}", kvm::describe(exit), vcpu.id())});
                 return false;
             },
         },
