@@ -24,6 +24,16 @@ Result<void> Epoll::add(int fd, std::uint32_t events, std::uint64_t token) const
     return ok();
 }
 
+Result<void> Epoll::modify(int fd, std::uint32_t events, std::uint64_t token) const {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = token;
+    if (::epoll_ctl(fd_.get(), EPOLL_CTL_MOD, fd, &ev) < 0) {
+        return sys_error("epoll modify fd {}", fd);
+    }
+    return ok();
+}
+
 Result<void> Epoll::remove(int fd) const {
     if (::epoll_ctl(fd_.get(), EPOLL_CTL_DEL, fd, nullptr) < 0) {
         return sys_error("epoll remove fd {}", fd);

@@ -18,6 +18,7 @@ public:
     static Result<Epoll> create();
 
     Result<void> add(int fd, std::uint32_t events, std::uint64_t token) const;
+    Result<void> modify(int fd, std::uint32_t events, std::uint64_t token) const;
     Result<void> remove(int fd) const;
     // Waits up to timeout_ms (-1: forever); returns how many of out were filled.
     Result<std::size_t> wait(std::span<Event> out, int timeout_ms) const;
