@@ -77,8 +77,13 @@ MmioTransport::MmioTransport(std::unique_ptr<VirtioDevice> device, const GuestMe
 }
 
 MmioTransport::~MmioTransport() {
+    // Quiesce while the interrupt and event objects still exist: a device
+    // with I/O in flight into guest memory waits for it in reset().
     std::lock_guard lock(mutex_);
     events_->remove_all();
+    if (activated_) {
+        device_->reset();
+    }
 }
 
 std::uint32_t MmioTransport::status() const {
