@@ -1,0 +1,25 @@
+#!/bin/sh
+# Guest side of bench/virtio (/sbx-run; the same for every VMM). Parameters
+# come from /etc/sbx-test.env (written by bench/virtio). /dev/vda is a raw
+# scratch disk: it is overwritten.
+#  1. virtio-blk, O_DIRECT, queue depth 1 (sbx-blkbench): sequential write
+#     then read of BLK_MIB MiB in 1 MiB requests, then RAND_SECONDS of
+#     random 4 KiB reads; each prints "SBX-BENCH: blk-... MBps=... iops=...";
+#  2. virtio-vsock guest -> host: VSOCK_BYTES zeros to the host's port 5002
+#     (the host times the arrival);
+#  3. host -> guest: listen on 1236, the host sends VSOCK_BYTES and closes.
+# The exit status counts the failed steps.
+BLK_MIB=128 RAND_SECONDS=10 VSOCK_BYTES=67108864
+# shellcheck disable=SC1091 # written by bench/virtio
+[ -f /etc/sbx-test.env ] && . /etc/sbx-test.env
+failed=0
+bad() { echo "SBX-BENCH-FAIL: $*"; failed=$((failed + 1)); }
+
+timeout 600 sbx-blkbench seqwrite /dev/vda 1024 "$BLK_MIB" || bad "seqwrite"
+timeout 600 sbx-blkbench seqread /dev/vda 1024 "$BLK_MIB" || bad "seqread"
+timeout 600 sbx-blkbench randread /dev/vda 4 "$RAND_SECONDS" || bad "randread"
+echo "SBX-BENCH-STEP: vsock-g2h"
+timeout 600 sbx-vsock -r -s "zero:$VSOCK_BYTES" -o null -w 10 connect 2 5002 </dev/null || bad "vsock g2h"
+echo "SBX-BENCH-STEP: vsock-h2g"
+timeout 600 sbx-vsock -n -k -r -s none -o null listen 1236 </dev/null || bad "vsock h2g"
+exit "$failed"

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Virtio benchmark runner: boots the same kernel, initramfs (with
+bench/virtio_guest.sh as /sbx-run) and scratch disk under sbx-vmm and under
+QEMU -M microvm, alternating, and prints virtio-blk sequential write/read
+throughput, 4 KiB random-read IOPS and virtio-vsock throughput in both
+directions, side by side with the ratio sbx/QEMU (above 1: sbx-vmm faster).
+Runs wherever /dev/kvm can boot Linux; bench/virtio puts it inside the nested
+harness when the host needs that. The VM plumbing (device flags for either
+VMM, the vsock host side) is tests/guest/vmrun.py's."""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "guest"))
+import vmrun  # noqa: E402  (the path is set just above)
+
+# (key, label, unit) in print order; blk numbers come from the guest's
+# sbx-blkbench lines, vsock numbers are timed on the host side.
+METRICS = [
+    ("blk-seqwrite", "virtio-blk seq write 1M", "MB/s"),
+    ("blk-seqread", "virtio-blk seq read 1M", "MB/s"),
+    ("blk-randread", "virtio-blk rand read 4K", "IOPS"),
+    ("blk-randread-mbps", "virtio-blk rand read 4K", "MB/s"),
+    ("vsock-g2h", "virtio-vsock guest->host", "MB/s"),
+    ("vsock-h2g", "virtio-vsock host->guest", "MB/s"),
+]
+BENCH_LINE = re.compile(r"SBX-BENCH: (blk-\w+) .*MBps=([0-9.]+) iops=([0-9.]+)")
+
+
+def run_once(args, vmm, disk):
+    """One boot; returns {metric: value} (missing metrics: the step failed)."""
+    workdir = tempfile.mkdtemp(prefix="sbx-bench.", dir="/tmp")
+    results = {}
+    try:
+        machine = vmrun.Machine(vmm, args.kernel, args.initrd, sbx_vmm=args.vmm_path,
+                                qemu=args.qemu, cpus=args.cpus, memory=args.memory,
+                                disks=[(disk, False)], vsock=True,
+                                vsock_uds=os.path.join(workdir, "v.sock"),
+                                qemu_cache=args.qemu_cache, qemu_aio=args.qemu_aio)
+        vs = vmrun.VsockHost(vmm, workdir)
+        n = args.vsock_bytes
+        listener = vs.listen(5002)
+        listener.settimeout(args.timeout)
+
+        def guest_to_host():
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(300)
+                buf = bytearray(1 << 20)
+                got, t0 = 0, time.monotonic()
+                while got < n:
+                    r = conn.recv_into(buf)
+                    if r == 0:
+                        break
+                    got += r
+                secs = time.monotonic() - t0
+            if got != n:
+                raise RuntimeError(f"guest -> host: {got} of {n} bytes arrived")
+            results["vsock-g2h"] = n / 1e6 / secs
+            vmrun.host("BENCH-VSOCK-G2H", f"bytes={n} seconds={secs:.3f} MBps={n / 1e6 / secs:.2f}")
+
+        def host_to_guest(_port):
+            with vs.connect(1236) as conn:
+                conn.settimeout(300)
+                chunk = bytes(1 << 20)
+                t0 = time.monotonic()
+                sent = 0
+                while sent < n:
+                    part = chunk[:min(len(chunk), n - sent)]
+                    conn.sendall(part)
+                    sent += len(part)
+                # Until the guest has read everything and closed.
+                conn.shutdown(socket.SHUT_WR)
+                vmrun.recv_all(conn)
+                secs = time.monotonic() - t0
+            results["vsock-h2g"] = n / 1e6 / secs
+            vmrun.host("BENCH-VSOCK-H2G", f"bytes={n} seconds={secs:.3f} MBps={n / 1e6 / secs:.2f}")
+
+        machine.spawn("bench-g2h", guest_to_host)
+        machine.on("SBX-VSOCK-LISTENING: 1236", host_to_guest)
+        machine.start()
+        status = machine.wait(args.timeout)
+        machine.join_handlers()
+        for line in machine.output:
+            m = BENCH_LINE.search(line)
+            if m:
+                if m.group(1) == "blk-randread":
+                    results["blk-randread"] = float(m.group(3))
+                    results["blk-randread-mbps"] = float(m.group(2))
+                else:
+                    results[m.group(1)] = float(m.group(2))
+        if status != 0 or "SBX-RUN-EXIT: 0" not in machine.output:
+            vmrun.host("BENCH-FAILED", f"{vmm}: status {status}; results so far {results}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--vmm", dest="vmm_path", required=True, help="path of sbx-vmm")
+    ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--initrd", required=True, help="with bench/virtio_guest.sh as /sbx-run")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--cpus", type=int, default=1)
+    ap.add_argument("--memory", type=int, default=256)
+    ap.add_argument("--disk-mib", type=int, default=256)
+    ap.add_argument("--disk-dir", default="/tmp",
+                    help="where the scratch image lives (default /tmp: tmpfs in the harness)")
+    ap.add_argument("--vsock-bytes", type=int, default=64 << 20)
+    ap.add_argument("--qemu-cache", default="auto",
+                    help="auto: none (O_DIRECT) when the image's file system allows it, else writeback")
+    ap.add_argument("--qemu-aio", default="io_uring")
+    ap.add_argument("--only", choices=("sbx", "qemu"))
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per boot")
+    args = ap.parse_args()
+
+    # One scratch image for both VMMs, fully allocated (no holes that read
+    # as zeros without touching memory).
+    disk = os.path.join(args.disk_dir, f"sbx-bench-disk.{os.getpid()}.img")
+    with open(disk, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, args.disk_mib << 20)
+    cache = args.qemu_cache
+    if cache == "auto":
+        cache = "none" if vmrun.direct_io_works(disk) else "writeback"
+    args.qemu_cache = cache
+
+    vmms = [args.only] if args.only else ["sbx", "qemu"]
+    results = {v: {k: [] for k, _, _ in METRICS} for v in vmms}
+    failed = {v: 0 for v in vmms}
+    try:
+        for run in range(args.runs):
+            # Alternate who goes first, so neither always gets a cold cache.
+            for vmm in (vmms if run % 2 == 0 else vmms[::-1]):
+                vmrun.host("BENCH-RUN", f"{run + 1}/{args.runs} {vmm}")
+                r = run_once(args, vmm, disk)
+                if len(r) < len(METRICS):
+                    failed[vmm] += 1
+                for k, v in r.items():
+                    results[vmm][k].append(v)
+    finally:
+        os.unlink(disk)
+
+    print()
+    print(f"kernel {args.kernel}")
+    print(f"initrd {args.initrd}")
+    print(f"{args.cpus} vCPU, {args.memory} MiB; scratch disk {args.disk_mib} MiB in {args.disk_dir}; "
+          f"QEMU drive cache={cache},aio={args.qemu_aio}; vsock {args.vsock_bytes >> 20} MiB each way; "
+          f"{args.runs} runs each, alternating; runs with a failed step: "
+          + ", ".join(f"{v} {failed[v]}" for v in vmms))
+
+    def med(vmm, key):
+        values = results.get(vmm, {}).get(key)
+        return statistics.median(values) if values else None
+
+    def fmt(v):
+        return f"{v:10.1f}" if v is not None else f"{'n/a':>10}"
+
+    print(f"{'median':<26} {'unit':<5} {'sbx-vmm':>10} {'qemu':>10} {'sbx/qemu':>9}")
+    for key, label, unit in METRICS:
+        s, q = med("sbx", key), med("qemu", key)
+        ratio = f"{s / q:8.2f}x" if s and q else f"{'n/a':>9}"
+        print(f"{label:<26} {unit:<5} {fmt(s)} {fmt(q)} {ratio}")
+    return 0 if not any(failed.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
