@@ -1,0 +1,184 @@
+// virtio-blk (virtio 1.2 §5.2) over a raw image file, with io_uring: every
+// chain available at a notification becomes one submission entry whose
+// iovecs point straight into guest memory, one io_uring_submit per batch,
+// completions reaped from the eventfd the ring signals. One request queue.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/unique_fd.hpp"
+#include "devices/virtio/blk/io_ring.hpp"
+#include "devices/virtio/virtio_device.hpp"
+
+namespace sbx::virtio {
+
+// The wire format (§5.2.3, §5.2.4, §5.2.6), little-endian like the host.
+namespace blk {
+inline constexpr std::uint64_t kFeatureSegMax = 1ULL << 2;        // VIRTIO_BLK_F_SEG_MAX
+inline constexpr std::uint64_t kFeatureRo = 1ULL << 5;            // VIRTIO_BLK_F_RO
+inline constexpr std::uint64_t kFeatureBlkSize = 1ULL << 6;       // VIRTIO_BLK_F_BLK_SIZE
+inline constexpr std::uint64_t kFeatureFlush = 1ULL << 9;         // VIRTIO_BLK_F_FLUSH
+inline constexpr std::uint64_t kFeatureDiscard = 1ULL << 13;      // VIRTIO_BLK_F_DISCARD
+inline constexpr std::uint64_t kFeatureWriteZeroes = 1ULL << 14;  // VIRTIO_BLK_F_WRITE_ZEROES
+
+inline constexpr std::uint32_t kTypeIn = 0;
+inline constexpr std::uint32_t kTypeOut = 1;
+inline constexpr std::uint32_t kTypeFlush = 4;
+inline constexpr std::uint32_t kTypeGetId = 8;
+inline constexpr std::uint32_t kTypeDiscard = 11;
+inline constexpr std::uint32_t kTypeWriteZeroes = 13;
+
+inline constexpr std::uint8_t kStatusOk = 0;
+inline constexpr std::uint8_t kStatusIoErr = 1;
+inline constexpr std::uint8_t kStatusUnsupp = 2;
+
+inline constexpr std::uint64_t kSectorSize = 512;
+inline constexpr std::size_t kIdBytes = 20;                  // VIRTIO_BLK_ID_BYTES
+inline constexpr std::uint32_t kFlagUnmap = 1;               // virtio_blk_discard_write_zeroes.flags
+inline constexpr std::uint32_t kMaxRangeSectors = 1U << 22;  // per discard / write-zeroes (2 GiB)
+
+// struct virtio_blk_req up to the data (§5.2.6).
+struct RequestHeader {
+    std::uint32_t type;
+    std::uint32_t reserved;
+    std::uint64_t sector;
+};
+static_assert(sizeof(RequestHeader) == 16);
+
+// struct virtio_blk_discard_write_zeroes (§5.2.6).
+struct DiscardWriteZeroes {
+    std::uint64_t sector;
+    std::uint32_t num_sectors;
+    std::uint32_t flags;
+};
+static_assert(sizeof(DiscardWriteZeroes) == 16);
+
+// struct virtio_blk_config (§5.2.4) up to write_zeroes_may_unmap; the
+// secure-erase and zoned fields that follow are not offered.
+struct ConfigSpace {
+    std::uint64_t capacity;
+    std::uint32_t size_max;
+    std::uint32_t seg_max;
+    std::uint16_t cylinders;
+    std::uint8_t heads;
+    std::uint8_t sectors;
+    std::uint32_t blk_size;
+    std::uint8_t physical_block_exp;
+    std::uint8_t alignment_offset;
+    std::uint16_t min_io_size;
+    std::uint32_t opt_io_size;
+    std::uint8_t writeback;
+    std::uint8_t unused0;
+    std::uint16_t num_queues;
+    std::uint32_t max_discard_sectors;
+    std::uint32_t max_discard_seg;
+    std::uint32_t discard_sector_alignment;
+    std::uint32_t max_write_zeroes_sectors;
+    std::uint32_t max_write_zeroes_seg;
+    std::uint8_t write_zeroes_may_unmap;
+    std::array<std::uint8_t, 3> unused1;
+};
+inline constexpr std::size_t kConfigSpaceBytes = 60;  // sizeof rounds up to 64
+}  // namespace blk
+
+struct BlockConfig {
+    std::string path;  // raw image file (or block device)
+    bool read_only = false;
+    std::string serial = {};  // GET_ID answer, at most 20 bytes; empty: the device name
+};
+
+// Counters for tests and metrics; read under the device lock.
+struct BlockCounters {
+    std::uint64_t requests = 0;            // chains answered
+    std::uint64_t submits = 0;             // io_uring_submit calls
+    std::uint64_t completion_batches = 0;  // reaps that found completions
+    std::uint64_t io_errors = 0;           // requests answered VIRTIO_BLK_S_IOERR
+    std::uint64_t stalls = 0;              // times popping stopped for want of a free slot or entry
+};
+
+class Block final : public VirtioDevice {
+public:
+    // Opens the image (O_RDWR, or O_RDONLY when read_only; O_CLOEXEC), sets
+    // up io_uring. `name` is the guest device name for logs and the default
+    // serial ("vda"). Any failure is a one-line Error naming the path.
+    static Result<std::unique_ptr<Block>> open(const BlockConfig& config, std::string name);
+    ~Block() override;
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    Block(Block&&) = delete;
+    Block& operator=(Block&&) = delete;
+
+    [[nodiscard]] DeviceType type() const override { return DeviceType::Block; }
+    [[nodiscard]] std::string name() const override { return "virtio-blk " + name_; }
+    [[nodiscard]] std::uint64_t features() const override { return features_; }
+    [[nodiscard]] std::span<const std::uint16_t> queue_sizes() const override { return kQueueSizes; }
+    void read_config(std::uint64_t offset, std::span<std::uint8_t> data) const override;
+
+    [[nodiscard]] Result<void> activate(const ActiveContext& context) override;
+    [[nodiscard]] Result<void> process_queue(std::size_t index) override;
+    // Waits for every request in flight (they target guest memory), then
+    // forgets the queue; the image stays open.
+    void reset() override;
+
+    [[nodiscard]] std::uint64_t capacity_sectors() const { return capacity_; }
+    [[nodiscard]] const BlockCounters& counters() const { return counters_; }
+    // Requests handed to io_uring and not yet completed.
+    [[nodiscard]] unsigned in_flight() const { return in_flight_; }
+
+    static constexpr std::uint16_t kQueueSize = 256;
+
+private:
+    // A request handed to io_uring: what its completion needs.
+    struct InFlight {
+        std::uint16_t head = 0;
+        std::uint8_t* status = nullptr;  // host view of the chain's status byte
+        std::uint32_t expected = 0;      // result that means success (bytes, or 0)
+        bool is_read = false;            // the result counts bytes written into the chain
+        std::vector<iovec> iovecs;       // data buffers in guest memory (storage reused)
+    };
+    enum class Started { Done, Stalled };
+
+    Block(std::string name, std::string serial, UniqueFd file, IoRing ring, bool read_only);
+    void probe_fallocate(std::uint64_t bytes);
+    void fill_config_space();
+
+    [[nodiscard]] Result<void> run_batch(bool pop_new);
+    [[nodiscard]] Result<void> drain_available();
+    [[nodiscard]] Result<Started> start_request();
+    [[nodiscard]] Result<void> complete_now(std::uint16_t head, std::uint8_t* status, std::uint8_t value,
+                                            std::uint32_t written);
+    [[nodiscard]] Result<void> reap_completions();
+    void wait_for_in_flight();
+
+    static constexpr std::array<std::uint16_t, 1> kQueueSizes{kQueueSize};
+
+    std::string name_;
+    std::string serial_;
+    UniqueFd file_;
+    IoRing ring_;
+    bool read_only_;
+    std::uint64_t capacity_ = 0;  // in 512-byte sectors
+    bool can_punch_hole_ = false;
+    bool can_zero_range_ = false;
+    std::uint32_t discard_alignment_ = 1;  // sectors
+    std::uint64_t features_ = 0;
+    blk::ConfigSpace config_space_{};
+
+    // From activate() until reset().
+    ActiveContext context_;
+    Queue* queue_ = nullptr;
+    DescriptorChain chain_;
+    std::array<InFlight, kQueueSize> slots_;
+    std::vector<std::uint16_t> free_slots_;
+    unsigned in_flight_ = 0;  // slots whose entry is in the ring, submitted or not
+    bool stalled_ = false;    // stopped popping: no free slot or submission entry
+    bool signal_pending_ = false;
+    BlockCounters counters_;
+};
+
+}  // namespace sbx::virtio

@@ -1,0 +1,81 @@
+// One io_uring for one disk image: the image registered as fixed file 0,
+// completions announced on an eventfd (io_uring_register_eventfd) that the
+// device thread watches. Not thread-safe: the owning device uses it under
+// its device lock only.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "base/event_fd.hpp"
+#include "base/result.hpp"
+
+namespace sbx::virtio {
+
+class IoRing {
+public:
+    // A ring of `entries` submission slots (completion ring twice that),
+    // with `file` registered at fixed index 0 for every operation.
+    static Result<IoRing> create(unsigned entries, int file);
+    IoRing(IoRing&&) noexcept;
+    IoRing& operator=(IoRing&&) = delete;
+    IoRing(const IoRing&) = delete;
+    IoRing& operator=(const IoRing&) = delete;
+    ~IoRing();
+
+    // Readable when completions are waiting.
+    [[nodiscard]] int event_fd() const { return event_.fd(); }
+    // Clears the eventfd counter (before reaping, so a completion posted
+    // meanwhile leaves it readable again).
+    void clear_event() const;
+
+    // A prepared submission entry targeting fixed file 0, or null when the
+    // submission ring is full. `user_data` comes back in the completion.
+    [[nodiscard]] io_uring_sqe* readv(std::uint64_t user_data, const iovec* iov, unsigned count,
+                                      std::uint64_t offset);
+    [[nodiscard]] io_uring_sqe* writev(std::uint64_t user_data, const iovec* iov, unsigned count,
+                                       std::uint64_t offset);
+    [[nodiscard]] io_uring_sqe* fdatasync(std::uint64_t user_data);
+    [[nodiscard]] io_uring_sqe* fallocate(std::uint64_t user_data, int mode, std::uint64_t offset,
+                                          std::uint64_t len);
+
+    // Entries prepared but not yet taken by the kernel.
+    [[nodiscard]] unsigned unsubmitted() const { return io_uring_sq_ready(ring_.get()); }
+    // One io_uring_enter for everything prepared. The kernel refusing for
+    // now (EAGAIN, EBUSY, EINTR) is not an error: the entries stay in the
+    // ring for the next call.
+    [[nodiscard]] Result<void> submit();
+
+    // Calls fn(user_data, res) for every completion waiting; returns how many.
+    template <typename Fn>
+    unsigned reap(Fn&& fn);
+    // Submits what is pending and blocks until at least one completion is
+    // waiting (for reset, which must outwait requests in flight).
+    [[nodiscard]] Result<void> submit_and_wait_one();
+
+private:
+    IoRing(std::unique_ptr<io_uring> ring, EventFd event)
+        : ring_(std::move(ring)), event_(std::move(event)) {}
+    template <typename Prep>
+    [[nodiscard]] io_uring_sqe* prepare(std::uint64_t user_data, Prep&& prep);
+
+    std::unique_ptr<io_uring> ring_;  // null once moved from
+    EventFd event_;
+};
+
+template <typename Fn>
+unsigned IoRing::reap(Fn&& fn) {
+    unsigned seen = 0;
+    unsigned head = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(ring_.get(), head, cqe) {
+        fn(io_uring_cqe_get_data64(cqe), cqe->res);
+        ++seen;
+    }
+    io_uring_cq_advance(ring_.get(), seen);
+    return seen;
+}
+
+}  // namespace sbx::virtio
