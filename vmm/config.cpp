@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <cstdlib>
+
 #include "vmm/boot/layout.hpp"
 #include "vmm/boot/mptable.hpp"
 
@@ -23,6 +25,107 @@ Result<ConsoleConfig> ConsoleConfig::parse(std::string_view spec) {
         return make_error("console '{}' is not one of stdout, none, file:PATH, socket:PATH", spec);
     }
     return c;
+}
+
+namespace {
+
+// "a=1,b=2" into pairs; a piece without '=' continues the previous value
+// (so a path may contain commas).
+Result<std::vector<std::pair<std::string, std::string>>> parse_options(std::string_view spec, std::string_view what) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::size_t pos = 0;
+    while (pos <= spec.size()) {
+        std::size_t comma = spec.find(',', pos);
+        std::string_view piece = spec.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+        std::size_t eq = piece.find('=');
+        if (eq == std::string_view::npos) {
+            if (out.empty()) {
+                return make_error("{} '{}': expected key=value", what, spec);
+            }
+            out.back().second += ",";
+            out.back().second += piece;
+        } else {
+            out.emplace_back(std::string(piece.substr(0, eq)), std::string(piece.substr(eq + 1)));
+        }
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        pos = comma + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<DiskConfig> DiskConfig::parse(std::string_view spec) {
+    DiskConfig d;
+    // Options are read from the right, so a path may contain commas.
+    while (true) {
+        std::size_t comma = spec.rfind(',');
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        std::string_view option = spec.substr(comma + 1);
+        if (option == "ro") {
+            d.read_only = true;
+        } else if (option != "rw") {
+            break;
+        }
+        spec = spec.substr(0, comma);
+    }
+    if (spec.empty()) {
+        return make_error("disk: expected PATH[,ro]");
+    }
+    d.path = std::string(spec);
+    return d;
+}
+
+Result<NetConfig> NetConfig::parse(std::string_view spec) {
+    auto options = parse_options(spec, "net");
+    if (!options) {
+        return options.error();
+    }
+    NetConfig n;
+    for (const auto& [key, value] : *options) {
+        if (key == "tap") {
+            n.tap = value;
+        } else if (key == "mac") {
+            n.mac = value;
+        } else {
+            return make_error("net: unknown option '{}' (expected tap=NAME[,mac=MAC])", key);
+        }
+    }
+    if (n.tap.empty()) {
+        return make_error("net: tap=NAME is required");
+    }
+    return n;
+}
+
+Result<VsockConfig> VsockConfig::parse(std::string_view spec) {
+    auto options = parse_options(spec, "vsock");
+    if (!options) {
+        return options.error();
+    }
+    VsockConfig v;
+    bool have_cid = false;
+    for (const auto& [key, value] : *options) {
+        if (key == "cid") {
+            char* end = nullptr;
+            v.cid = std::strtoull(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0') {
+                return make_error("vsock: cid '{}' is not a number", value);
+            }
+            have_cid = true;
+        } else if (key == "uds") {
+            v.uds = value;
+        } else {
+            return make_error("vsock: unknown option '{}' (expected cid=N,uds=PATH)", key);
+        }
+    }
+    if (!have_cid || v.uds.empty()) {
+        return make_error("vsock: cid=N and uds=PATH are both required");
+    }
+    return v;
 }
 
 Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view source_name) {
@@ -47,26 +150,56 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         {"boot", "initrd", toml::node_type::string},
         {"boot", "cmdline", toml::node_type::string},
         {"console", "output", toml::node_type::string},
+        {"disk", "path", toml::node_type::string},
+        {"disk", "read_only", toml::node_type::boolean},
+        {"net", "tap", toml::node_type::string},
+        {"net", "mac", toml::node_type::string},
+        {"vsock", "cid", toml::node_type::integer},
+        {"vsock", "uds", toml::node_type::string},
+        {"rng", "enabled", toml::node_type::boolean},
     };
-    for (const auto& [section, node] : t) {
-        const toml::table* keys = node.as_table();
-        if (keys == nullptr) {
-            return make_error("{}: '{}' must be a [section]", source_name, section.str());
-        }
-        for (const auto& [name, value] : *keys) {
+    auto check_keys = [&](std::string_view section, const toml::table& keys) -> Result<void> {
+        for (const auto& [name, value] : keys) {
             const Key* known = nullptr;
             for (const auto& k : kKeys) {
-                if (k.section == section.str() && k.name == name.str()) {
+                if (k.section == section && k.name == name.str()) {
                     known = &k;
                 }
             }
             if (known == nullptr) {
-                return make_error("{}: unknown setting {}.{}", source_name, section.str(), name.str());
+                return make_error("{}: unknown setting {}.{}", source_name, section, name.str());
             }
             if (value.type() != known->type) {
-                return make_error("{}: {}.{} must be {}", source_name, section.str(), name.str(),
-                                  known->type == toml::node_type::integer ? "an integer" : "a string");
+                const char* type = known->type == toml::node_type::integer   ? "an integer"
+                                   : known->type == toml::node_type::boolean ? "true or false"
+                                                                             : "a string";
+                return make_error("{}: {}.{} must be {}", source_name, section, name.str(), type);
             }
+        }
+        return ok();
+    };
+    for (const auto& [section, node] : t) {
+        if (section.str() == "disk") {
+            const toml::array* disk_tables = node.as_array();
+            if (disk_tables == nullptr) {
+                return make_error("{}: disks are [[disk]] tables", source_name);
+            }
+            for (const auto& d : *disk_tables) {
+                if (d.as_table() == nullptr) {
+                    return make_error("{}: disks are [[disk]] tables", source_name);
+                }
+                if (auto r = check_keys("disk", *d.as_table()); !r) {
+                    return r;
+                }
+            }
+            continue;
+        }
+        const toml::table* keys = node.as_table();
+        if (keys == nullptr) {
+            return make_error("{}: '{}' must be a [section]", source_name, section.str());
+        }
+        if (auto r = check_keys(section.str(), *keys); !r) {
+            return r;
         }
     }
     if (auto v = t["machine"]["cpus"].value<std::int64_t>()) {
@@ -97,6 +230,36 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         }
         console = *c;
     }
+    if (const toml::array* disk_tables = t["disk"].as_array()) {
+        for (const auto& d : *disk_tables) {
+            const toml::table& table = *d.as_table();
+            auto path = table["path"].value<std::string>();
+            if (!path || path->empty()) {
+                return make_error("{}: every [[disk]] needs a path", source_name);
+            }
+            disks.push_back(DiskConfig{*path, table["read_only"].value_or(false)});
+        }
+    }
+    if (t["net"].as_table() != nullptr) {
+        NetConfig n;
+        n.tap = t["net"]["tap"].value_or(std::string());
+        n.mac = t["net"]["mac"].value_or(std::string());
+        if (n.tap.empty()) {
+            return make_error("{}: [net] needs tap", source_name);
+        }
+        net = n;
+    }
+    if (t["vsock"].as_table() != nullptr) {
+        auto cid = t["vsock"]["cid"].value<std::int64_t>();
+        auto uds = t["vsock"]["uds"].value<std::string>();
+        if (!cid || *cid < 0 || !uds) {
+            return make_error("{}: [vsock] needs cid (a number) and uds", source_name);
+        }
+        vsock = VsockConfig{static_cast<std::uint64_t>(*cid), *uds};
+    }
+    if (t["rng"].as_table() != nullptr) {
+        rng = t["rng"]["enabled"].value_or(true);
+    }
     return ok();
 }
 
@@ -114,6 +277,14 @@ Result<void> VmConfig::validate() const {
     }
     if (memory_mib > (1ULL << 46) / kMib) {
         return make_error("{} MiB of memory requested; more than this VMM maps", memory_mib);
+    }
+    const std::size_t devices = disks.size() + (net ? 1 : 0) + (vsock ? 1 : 0) + (rng ? 1 : 0);
+    if (devices > boot::kVirtioMmioMaxDevices) {
+        return make_error("{} virtio devices requested; the VM has room for {}", devices, boot::kVirtioMmioMaxDevices);
+    }
+    if (vsock && (vsock->cid < 3 || vsock->cid > 0xfffffffeULL)) {
+        // 0-2 are reserved (hypervisor, local, host) and -1U is VMADDR_CID_ANY.
+        return make_error("vsock cid {} is invalid: guest CIDs are 3 to 4294967294", vsock->cid);
     }
     return ok();
 }

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 
@@ -16,6 +18,28 @@ struct ConsoleConfig {
 
     // "stdout", "none", "file:PATH" or "socket:PATH".
     static Result<ConsoleConfig> parse(std::string_view spec);
+};
+
+// A virtio-blk disk: "PATH[,ro]" on the command line, [[disk]] in TOML.
+struct DiskConfig {
+    std::string path;
+    bool read_only = false;
+    static Result<DiskConfig> parse(std::string_view spec);
+};
+
+// A virtio-net device on a tap: "tap=NAME[,mac=MAC]", [net] in TOML.
+struct NetConfig {
+    std::string tap;
+    std::string mac;  // empty: a random locally administered address
+    static Result<NetConfig> parse(std::string_view spec);
+};
+
+// A virtio-vsock device with its host side on a Unix socket (Firecracker's
+// hybrid convention): "cid=N,uds=PATH", [vsock] in TOML.
+struct VsockConfig {
+    std::uint64_t cid = 0;
+    std::string uds;
+    static Result<VsockConfig> parse(std::string_view spec);
 };
 
 struct VmConfig {
@@ -31,9 +55,15 @@ struct VmConfig {
     std::uint64_t memory_mib = kDefaultMemoryMib;
     ConsoleConfig console;
     std::string kvm_device = "/dev/kvm";
+    std::vector<DiskConfig> disks;  // the first is /dev/vda
+    std::optional<NetConfig> net;
+    std::optional<VsockConfig> vsock;
+    bool rng = false;
 
     // Overlays the keys present in a TOML document ([machine] cpus,
-    // memory_mib; [boot] kernel, initrd, cmdline; [console] output).
+    // memory_mib; [boot] kernel, initrd, cmdline; [console] output;
+    // [[disk]] path, read_only; [net] tap, mac; [vsock] cid, uds;
+    // [rng] enabled). Disks in the document are added to those present.
     [[nodiscard]] Result<void> merge_toml(std::string_view toml_text, std::string_view source_name);
     // Range checks that need no file access.
     [[nodiscard]] Result<void> validate() const;

@@ -68,3 +68,72 @@ TEST_CASE("validation refuses 0 vCPUs, tiny memory and a missing kernel") {
     c.memory_mib = 16;
     CHECK(c.validate().error().message.find("minimum") != std::string::npos);
 }
+
+TEST_CASE("device specs from flags") {
+    auto d = DiskConfig::parse("/img/a.raw");
+    REQUIRE(d);
+    CHECK(d->path == "/img/a.raw");
+    CHECK_FALSE(d->read_only);
+    auto ro = DiskConfig::parse("/img/with,comma.raw,ro");
+    REQUIRE(ro);
+    CHECK(ro->path == "/img/with,comma.raw");
+    CHECK(ro->read_only);
+    CHECK_FALSE(DiskConfig::parse(",ro"));
+
+    auto n = NetConfig::parse("tap=sbxtap0,mac=52:54:00:12:34:56");
+    REQUIRE(n);
+    CHECK(n->tap == "sbxtap0");
+    CHECK(n->mac == "52:54:00:12:34:56");
+    CHECK_FALSE(NetConfig::parse("mac=52:54:00:12:34:56"));
+    CHECK_FALSE(NetConfig::parse("tap=x,speed=10"));
+    CHECK_FALSE(NetConfig::parse("sbxtap0"));
+
+    auto v = VsockConfig::parse("cid=3,uds=/run/v,1.sock");
+    REQUIRE(v);
+    CHECK(v->cid == 3);
+    CHECK(v->uds == "/run/v,1.sock");
+    CHECK_FALSE(VsockConfig::parse("cid=x3,uds=/a"));
+    CHECK_FALSE(VsockConfig::parse("uds=/a"));
+}
+
+TEST_CASE("devices from TOML, strictly typed") {
+    VmConfig c;
+    auto r = c.merge_toml(R"(
+[boot]
+kernel = "/k"
+[[disk]]
+path = "/root.img"
+[[disk]]
+path = "/data.img"
+read_only = true
+[net]
+tap = "t0"
+[vsock]
+cid = 7
+uds = "/v.sock"
+[rng]
+)", "d.toml");
+    REQUIRE(r);
+    REQUIRE(c.disks.size() == 2);
+    CHECK(c.disks[1].read_only);
+    CHECK(c.net->tap == "t0");
+    CHECK(c.vsock->cid == 7);
+    CHECK(c.rng);
+    CHECK(c.validate());
+    CHECK_FALSE(VmConfig{}.merge_toml("[disk]\npath = \"/x\"\n", "x.toml"));  // must be [[disk]]
+    CHECK_FALSE(VmConfig{}.merge_toml("[[disk]]\nread_only = true\n", "x.toml"));  // no path
+    CHECK_FALSE(VmConfig{}.merge_toml("[[disk]]\npath = \"/x\"\nro = true\n", "x.toml"));
+    CHECK_FALSE(VmConfig{}.merge_toml("[vsock]\ncid = 3\n", "x.toml"));
+    CHECK_FALSE(VmConfig{}.merge_toml("[rng]\nenabled = 1\n", "x.toml"));
+}
+
+TEST_CASE("device validation: vsock cid range and the number of slots") {
+    VmConfig c;
+    c.kernel = "/k";
+    c.vsock = VsockConfig{2, "/v"};
+    CHECK(c.validate().error().message.find("cid") != std::string::npos);
+    c.vsock->cid = 3;
+    CHECK(c.validate());
+    c.disks.resize(19);
+    CHECK(c.validate().error().message.find("virtio devices") != std::string::npos);
+}

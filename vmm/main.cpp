@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
     unsigned cpus = 0;
     std::uint64_t memory = 0;
     app.add_option("--config", config_path, "TOML file ([machine] cpus, memory_mib; [boot] kernel, "
-                                            "initrd, cmdline; [console] output); flags override it")
+                                            "initrd, cmdline; [console] output; [[disk]] path, read_only; [net] "
+                                            "tap, mac; [vsock] cid, uds; [rng] enabled); flags override it, "
+                                            "--disk adds to its disks")
         ->check(CLI::ExistingFile);
     app.add_option("--kernel", kernel, "bzImage or ELF vmlinux");
     app.add_option("--initrd", initrd, "initial ramdisk (cpio archive, optionally compressed)");
@@ -43,6 +45,16 @@ int main(int argc, char** argv) {
     app.add_option("--console", console, "serial console: stdout (default), none, file:PATH, socket:PATH");
     std::string kvm_device;
     app.add_option("--kvm-device", kvm_device, "KVM device node (default /dev/kvm)");
+    std::vector<std::string> disks;
+    std::string net, vsock;
+    bool rng = false;
+    app.add_option("--disk", disks, "virtio-blk disk from a raw image: PATH[,ro]; repeatable, the first is "
+                                    "/dev/vda, the next /dev/vdb, ...");
+    app.add_option("--net", net, "virtio-net on a tap device: tap=NAME[,mac=MAC] (the tap is created when "
+                                 "sbx-vmm may, else it must exist and be usable by this user)");
+    app.add_option("--vsock", vsock, "virtio-vsock: cid=N,uds=PATH; the host connects to PATH and sends "
+                                     "\"CONNECT <port>\\n\"; guest connections to host port P go to PATH_P");
+    app.add_flag("--rng", rng, "virtio-rng, fed from the host's getrandom()");
     CLI11_PARSE(app, argc, argv);
 
     sbx::VmConfig config;
@@ -70,6 +82,34 @@ int main(int argc, char** argv) {
             return kExitConfigError;
         }
         config.console = *c;
+    }
+
+    for (const auto& spec : disks) {
+        auto d = sbx::DiskConfig::parse(spec);
+        if (!d) {
+            sbx::log::error("--disk: {}", d.error().to_string());
+            return kExitConfigError;
+        }
+        config.disks.push_back(*d);
+    }
+    if (!net.empty()) {
+        auto n = sbx::NetConfig::parse(net);
+        if (!n) {
+            sbx::log::error("--net: {}", n.error().to_string());
+            return kExitConfigError;
+        }
+        config.net = *n;
+    }
+    if (!vsock.empty()) {
+        auto v = sbx::VsockConfig::parse(vsock);
+        if (!v) {
+            sbx::log::error("--vsock: {}", v.error().to_string());
+            return kExitConfigError;
+        }
+        config.vsock = *v;
+    }
+    if (rng) {
+        config.rng = true;
     }
 
     auto vm = sbx::VmBuilder(config, start).build();

@@ -75,7 +75,10 @@ Vm::Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event, E
       exit_event_(std::move(exit_event)),
       console_ready_(std::move(console_ready)) {}
 
-Vm::~Vm() { stop_vcpus(); }
+Vm::~Vm() {
+    stop_vcpus();
+    stop_device_thread();
+}
 
 void Vm::request_exit(VmExit exit) {
     {
@@ -95,11 +98,13 @@ VmExit Vm::run() {
     auto setup = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_);
     log::info("VM set up in {}.{:03} ms; starting {} vCPU(s)", setup.count() / 1000, setup.count() % 1000,
               vcpus_.size());
+    start_device_thread();
     for (auto& vcpu : vcpus_) {
         threads_.emplace_back([this, &vcpu] { vcpu_loop(vcpu); });
     }
     event_loop();
     stop_vcpus();
+    stop_device_thread();
     drain_console_at_exit();
     if (auto dropped = serial_->dropped_output_bytes(); dropped > 0) {
         log::warn("the console reader fell behind: {} bytes of guest console output dropped", dropped);
@@ -120,6 +125,24 @@ void Vm::stop_vcpus() {
         }
     }
     threads_.clear();
+}
+
+void Vm::start_device_thread() {
+    if (virtio_devices_.empty()) {
+        return;
+    }
+    device_thread_ = std::thread([this] {
+        if (auto r = device_loop_->run(); !r) {
+            request_exit({ExitReason::VmmError, r.error().context("device event loop").to_string()});
+        }
+    });
+}
+
+void Vm::stop_device_thread() {
+    if (device_thread_.joinable()) {
+        device_loop_->stop();
+        device_thread_.join();
+    }
 }
 
 void Vm::vcpu_loop(kvm::Vcpu& vcpu) {

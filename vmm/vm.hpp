@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/event_fd.hpp"
+#include "base/event_loop.hpp"
 #include "base/result.hpp"
 #include "base/unique_fd.hpp"
 #include "devices/bus.hpp"
@@ -20,6 +21,7 @@
 #include "devices/legacy/boot_timer.hpp"
 #include "devices/legacy/i8042.hpp"
 #include "devices/legacy/serial.hpp"
+#include "devices/virtio/mmio/mmio_transport.hpp"
 #include "vmm/config.hpp"
 #include "vmm/console.hpp"
 #include "vmm/kvm/kvm.hpp"
@@ -81,6 +83,8 @@ private:
     [[nodiscard]] bool handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit);
     void event_loop();
     void stop_vcpus();
+    void start_device_thread();
+    void stop_device_thread();
     // Moves console output from the UART to the console without blocking;
     // returns true when bytes are still waiting for the reader.
     bool pump_console_output();
@@ -94,10 +98,14 @@ private:
     EventFd exit_event_;
     EventFd console_ready_;  // the UART has output for the console
     Console console_;
+    // Runs the virtio devices' queue notifications and backend fds.
+    std::unique_ptr<EventLoop> device_loop_;
     std::vector<std::unique_ptr<IrqFdLine>> irq_lines_;
     std::shared_ptr<Serial> serial_;
     std::shared_ptr<I8042> i8042_;
     std::shared_ptr<BootTimer> boot_timer_;
+    std::vector<std::shared_ptr<virtio::MmioTransport>> virtio_devices_;
+    std::vector<EventFd> queue_notifiers_;  // ioeventfds on QueueNotify, one per queue
     Bus pio_bus_{"pio"};
     Bus mmio_bus_{"mmio"};
     std::vector<kvm::Vcpu> vcpus_;
@@ -108,6 +116,7 @@ private:
     std::mutex exit_mutex_;
     std::optional<VmExit> exit_;
     std::vector<std::thread> threads_;
+    std::thread device_thread_;
 };
 
 }  // namespace sbx

@@ -1,6 +1,7 @@
 #include "vmm/vm_builder.hpp"
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include "vmm/boot/layout.hpp"
 #include "vmm/boot/linux_boot.hpp"
 #include "vmm/kvm/x86_cpu.hpp"
+#include "vmm/virtio_devices.hpp"
 
 namespace sbx {
 
@@ -57,6 +59,14 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
         initrd = std::move(*data);
     }
 
+    // Backends (disk images, tap, vsock socket) open before anything else
+    // that could fail later, so their errors come first and name the file.
+    auto devices = open_virtio_devices(config_);
+    if (!devices) {
+        return devices.error();
+    }
+    virtio_devices_ = std::move(*devices);
+
     // Guest memory and the boot structures come first: a bad kernel, initrd
     // or command line is reported before /dev/kvm is touched.
     auto memory = GuestMemory::create(boot::ram_regions(config_.memory_mib << 20));
@@ -64,7 +74,8 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
         return memory.error();
     }
     auto boot = boot::setup_linux_boot(*memory, boot::LinuxBootConfig{
-        kernel->bytes(), initrd.bytes(), config_.cmdline, config_.cpus});
+        kernel->bytes(), initrd.bytes(), config_.cmdline + virtio_mmio_cmdline(virtio_devices_.size()),
+        config_.cpus});
     if (!boot) {
         return boot.error();
     }
@@ -92,7 +103,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
                                   std::move(*exit_event), std::move(*console_ready)));
 
     for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
-                      &VmBuilder::add_legacy_devices, &VmBuilder::create_vcpus}) {
+                      &VmBuilder::add_legacy_devices, &VmBuilder::add_virtio_devices, &VmBuilder::create_vcpus}) {
         if (auto r = (this->*step)(*vm); !r) {
             return r.error();
         }
@@ -169,6 +180,53 @@ Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
         return r.error();
     }
     return vm.mmio_bus_.insert(vm.boot_timer_, boot::kBootTimerAddr, BootTimer::kSize);
+}
+
+Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
+    auto loop = EventLoop::create();
+    if (!loop) {
+        return loop.error();
+    }
+    vm.device_loop_ = std::move(*loop);
+    for (std::size_t i = 0; i < virtio_devices_.size(); ++i) {
+        const auto slot = static_cast<std::uint32_t>(i);
+        const GuestAddress base = boot::virtio_mmio_addr(slot);
+        auto irq = add_irq_line(vm, boot::virtio_mmio_irq(slot));
+        if (!irq) {
+            return irq.error();
+        }
+        auto transport = std::make_shared<virtio::MmioTransport>(std::move(virtio_devices_[i]), vm.memory_, **irq,
+                                                                 *vm.device_loop_);
+        if (auto r = vm.mmio_bus_.insert(transport, base.value, virtio::kMmioWindow); !r) {
+            return r.error();
+        }
+        // §4.2.3.3: the driver writes the queue index to QueueNotify; with one
+        // ioeventfd per index, the vCPU thread never runs device code for it.
+        for (std::size_t q = 0; q < transport->queue_count(); ++q) {
+            auto notifier = EventFd::create();
+            if (!notifier) {
+                return notifier.error();
+            }
+            const int fd = notifier->fd();
+            if (auto r = vm.kvm_vm_.register_ioeventfd(fd, base.value + virtio::mmio_reg::kQueueNotify, 4, true, q);
+                !r) {
+                return r.error();
+            }
+            virtio::MmioTransport* t = transport.get();
+            auto added = vm.device_loop_->add(fd, EPOLLIN, [t, fd, q](std::uint32_t) {
+                std::uint64_t count = 0;
+                [[maybe_unused]] auto n = ::read(fd, &count, sizeof count);
+                t->notify(q);
+            });
+            if (!added) {
+                return added.error();
+            }
+            vm.queue_notifiers_.push_back(std::move(*notifier));
+        }
+        vm.virtio_devices_.push_back(std::move(transport));
+    }
+    virtio_devices_.clear();
+    return ok();
 }
 
 Result<void> VmBuilder::create_vcpus(Vm& vm) {

@@ -21,12 +21,14 @@ private:
     Result<void> create_irqchip(Vm& vm);
     Result<void> add_legacy_devices(Vm& vm);
     Result<void> open_console(Vm& vm);
+    Result<void> add_virtio_devices(Vm& vm);
     Result<void> create_vcpus(Vm& vm);
     Result<InterruptLine*> add_irq_line(Vm& vm, std::uint32_t gsi);
 
     VmConfig config_;
     Vm::Clock::time_point start_;
     kvm::LongModeEntry entry_{};
+    std::vector<std::unique_ptr<virtio::VirtioDevice>> virtio_devices_;  // opened, not yet attached
 };
 
 }  // namespace sbx

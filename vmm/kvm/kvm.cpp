@@ -171,13 +171,17 @@ Result<void> Vm::register_irqfd(int event_fd, std::uint32_t gsi) const {
     return ok();
 }
 
-Result<void> Vm::register_ioeventfd(int event_fd, std::uint64_t addr, std::uint32_t len,
-                                    bool is_mmio) const {
+Result<void> Vm::register_ioeventfd(int event_fd, std::uint64_t addr, std::uint32_t len, bool is_mmio,
+                                    std::optional<std::uint64_t> datamatch) const {
     kvm_ioeventfd io{};
     io.fd = event_fd;
     io.addr = addr;
     io.len = len;
     io.flags = is_mmio ? 0 : KVM_IOEVENTFD_FLAG_PIO;
+    if (datamatch) {
+        io.flags |= KVM_IOEVENTFD_FLAG_DATAMATCH;
+        io.datamatch = *datamatch;
+    }
     if (::ioctl(fd_.get(), KVM_IOEVENTFD, &io) < 0) {
         return sys_error("KVM_IOEVENTFD at {:#x}", addr);
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -66,8 +67,10 @@ public:
     Result<void> set_tss_address(std::uint64_t addr) const;
     Result<void> set_irq_line(std::uint32_t irq, bool level) const;
     Result<void> register_irqfd(int event_fd, std::uint32_t gsi) const;
-    Result<void> register_ioeventfd(int event_fd, std::uint64_t addr, std::uint32_t len,
-                                    bool is_mmio) const;
+    // KVM_IOEVENTFD: a guest write of `len` bytes at `addr` signals
+    // event_fd instead of exiting; with `datamatch`, only writes of that value.
+    Result<void> register_ioeventfd(int event_fd, std::uint64_t addr, std::uint32_t len, bool is_mmio,
+                                    std::optional<std::uint64_t> datamatch = std::nullopt) const;
     Result<Vcpu> create_vcpu(std::uint32_t id, std::size_t mmap_size) const;
 
 private:
