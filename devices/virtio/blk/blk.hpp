@@ -127,8 +127,10 @@ public:
 
     [[nodiscard]] std::uint64_t capacity_sectors() const { return capacity_; }
     [[nodiscard]] const BlockCounters& counters() const { return counters_; }
-    // Requests handed to io_uring and not yet completed.
+    // Requests handed to io_uring and not yet answered, and how many of
+    // them the kernel has completed (waiting to be reaped).
     [[nodiscard]] unsigned in_flight() const { return in_flight_; }
+    [[nodiscard]] unsigned completions_waiting() const { return ring_.completions_waiting(); }
 
     static constexpr std::uint16_t kQueueSize = 256;
 

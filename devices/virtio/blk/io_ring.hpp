@@ -48,6 +48,7 @@ public:
     // ring for the next call.
     [[nodiscard]] Result<void> submit();
 
+    [[nodiscard]] unsigned completions_waiting() const { return io_uring_cq_ready(ring_.get()); }
     // Calls fn(user_data, res) for every completion waiting; returns how many.
     template <typename Fn>
     unsigned reap(Fn&& fn);
