@@ -1,0 +1,142 @@
+#include "guest-agent/agent/agent.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "base/log.hpp"
+#include "guest-agent/exec/process_table.hpp"
+
+namespace sbx::agent {
+namespace {
+
+// Compares without an early exit, so timing says nothing about the token.
+bool same_token(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) {
+        return false;
+    }
+    unsigned char diff = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    }
+    return diff == 0;
+}
+
+std::string read_boot_id() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(in, id);
+    return id;
+}
+
+}  // namespace
+
+std::string token_from_cmdline(std::string_view cmdline) {
+    std::istringstream words{std::string(cmdline)};
+    std::string word;
+    constexpr std::string_view kKey = "sbx.token=";
+    while (words >> word) {
+        if (word.starts_with(kKey)) {
+            return word.substr(kKey.size());
+        }
+    }
+    return {};
+}
+
+Agent::Agent(AgentOptions options)
+    : options_(std::move(options)), boot_id_(read_boot_id()), processes_(std::make_unique<ProcessTable>()) {
+    register_exec_ops(ops_);
+    register_file_ops(ops_);
+    register_tar_ops(ops_);
+    register_forward_ops(ops_);
+    register_health_ops(ops_);
+    if (options_.token.empty()) {
+        log::warn("sbx-agent: no sbx.token on the kernel command line: any client that reaches the agent is served");
+    }
+}
+
+Agent::~Agent() = default;
+
+bool Agent::handshake(FrameStream& stream) {
+    auto hello = stream.read_message();
+    if (!hello) {
+        if (!is_closed(hello.error())) {
+            [[maybe_unused]] auto r = stream.write_message(error_message(code::kBadFrame, hello.error().to_string()));
+        }
+        return false;
+    }
+    auto fail = [&](std::string_view error_code, std::string_view message) {
+        [[maybe_unused]] auto r = stream.write_message(error_message(error_code, message));
+        return false;
+    };
+    if ((*hello)["type"] != "hello") {
+        return fail(code::kBadRequest, "the first message must be a hello");
+    }
+    auto version = get_int(*hello, "version");
+    auto token = get_string(*hello, "token", std::string());
+    if (!version || !token) {
+        return fail(code::kBadRequest, (!version ? version.error() : token.error()).to_string());
+    }
+    if (!same_token(*token, options_.token)) {
+        return fail(code::kUnauthorized, "wrong or missing token");
+    }
+    if (*version < 1) {
+        return fail(code::kUnsupportedVersion, fmt::format("this agent speaks version {}", kProtocolVersion));
+    }
+    auto r = stream.write_message(Json{{"type", "hello"},
+                                       {"version", std::min<std::int64_t>(*version, kProtocolVersion)},
+                                       {"agent", kAgentVersion},
+                                       {"boot_id", boot_id_}});
+    return r.has_value();
+}
+
+void Agent::serve(UniqueFd connection) {
+    ++sessions_;
+    FrameStream stream(std::move(connection));
+    Session session(*this, stream);
+    if (handshake(stream)) {
+        while (!session.finished()) {
+            auto frame = stream.read();
+            if (!frame) {
+                if (!is_closed(frame.error())) {
+                    [[maybe_unused]] auto r =
+                        stream.write_message(error_message(code::kBadFrame, frame.error().to_string()));
+                }
+                break;
+            }
+            if (frame->kind != FrameKind::Json) {
+                // Stray data between requests (e.g. after an op that failed
+                // early): ignored, the client learned of the failure already.
+                continue;
+            }
+            auto request = parse_message(frame->json);
+            if (!request) {
+                if (!stream.write_message(error_message(code::kBadRequest, request.error().to_string()))) {
+                    break;
+                }
+                continue;
+            }
+            auto op = get_string(*request, "op");
+            if ((*request)["type"] != "request" || !op) {
+                if (!stream.write_message(error_message(code::kBadRequest, "expected {\"type\":\"request\",\"op\":...}"))) {
+                    break;
+                }
+                continue;
+            }
+            auto handler = ops_.find(*op);
+            if (handler == ops_.end()) {
+                if (!stream.write_message(error_message(code::kUnknownOp, fmt::format("unknown op \"{}\"", *op)))) {
+                    break;
+                }
+                continue;
+            }
+            if (auto r = handler->second(session, *request); !r) {
+                if (!stream.write_message(error_message(r.error()))) {
+                    break;
+                }
+            }
+        }
+    }
+    --sessions_;
+}
+
+}  // namespace sbx::agent

@@ -1,0 +1,88 @@
+// sbx-agent's shared state and its per-connection sessions
+// (docs/agent-protocol.md). One thread serves one connection: the hello
+// with the per-boot token, then requests one after another, each handled
+// by the op registered under its name. An error from a handler becomes an
+// error message and the session goes on; a broken frame ends the session.
+// Nothing a client sends can stop the agent from serving the others.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/unique_fd.hpp"
+#include "guest-agent/protocol/frame_stream.hpp"
+
+namespace sbx::agent {
+
+class Agent;
+class ProcessTable;
+
+// Connects to a host service (vsock CID 2 in the guest, a Unix socket in
+// tests): used for the ready announcement and reverse port forwards.
+using HostConnector = std::function<Result<UniqueFd>(std::uint32_t port)>;
+
+struct AgentOptions {
+    std::string token;                            // empty: no authentication (logged loudly)
+    std::string env_file = "/etc/sandboxer/env";  // KEY=VALUE lines added to every exec
+    HostConnector connect_host;                   // may be empty (no ready, no reverse forwards)
+};
+
+class Session {
+public:
+    Session(Agent& agent, FrameStream& stream) : agent_(agent), stream_(stream) {}
+    [[nodiscard]] Agent& agent() { return agent_; }
+    [[nodiscard]] FrameStream& stream() { return stream_; }
+    // An op that turned the connection into a raw byte stream (a port
+    // forward) or otherwise consumed it marks the session finished.
+    void finish() { finished_ = true; }
+    [[nodiscard]] bool finished() const { return finished_; }
+
+private:
+    Agent& agent_;
+    FrameStream& stream_;
+    bool finished_ = false;
+};
+
+// An op handler: reads what else it needs from the session, writes its
+// replies, and returns an Error (sent as an error message) on failure.
+using OpHandler = std::function<Result<void>(Session&, const Json& request)>;
+using OpTable = std::map<std::string, OpHandler, std::less<>>;
+
+// Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp).
+void register_exec_ops(OpTable& ops);
+void register_file_ops(OpTable& ops);
+void register_tar_ops(OpTable& ops);
+void register_forward_ops(OpTable& ops);
+void register_health_ops(OpTable& ops);
+
+class Agent {
+public:
+    explicit Agent(AgentOptions options);
+    ~Agent();
+
+    // Serves one connection until the client closes it or framing breaks.
+    void serve(UniqueFd connection);
+
+    [[nodiscard]] const AgentOptions& options() const { return options_; }
+    [[nodiscard]] const std::string& boot_id() const { return boot_id_; }
+    [[nodiscard]] ProcessTable& processes() { return *processes_; }
+    [[nodiscard]] std::size_t active_sessions() const { return sessions_.load(); }
+
+private:
+    // Returns false when the client may not go on (bad token or version).
+    bool handshake(FrameStream& stream);
+
+    AgentOptions options_;
+    std::string boot_id_;
+    OpTable ops_;
+    std::unique_ptr<ProcessTable> processes_;
+    std::atomic<std::size_t> sessions_{0};
+};
+
+// The per-boot token from a kernel command line ("sbx.token=HEX"), or "".
+[[nodiscard]] std::string token_from_cmdline(std::string_view cmdline);
+
+}  // namespace sbx::agent

@@ -1,0 +1,123 @@
+// sbx-agent: the guest side of Sandboxer (docs/agent-protocol.md). Listens
+// on vsock port 52, announces itself to the host on port 53, and serves
+// each connection on its own thread.
+#include <csignal>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/log.hpp"
+#include "guest-agent/agent/agent.hpp"
+#include "guest-agent/agent/listener.hpp"
+
+namespace {
+
+constexpr std::size_t kMaxSessions = 1024;
+
+void usage() {
+    std::fputs(
+        "usage: sbx-agent [--listen-unix PATH] [--host-unix PREFIX] [--port N] [--token T] [--env-file PATH]\n"
+        "  default: vsock port 52; the token comes from sbx.token= on the kernel command line;\n"
+        "  --listen-unix / --host-unix serve and reach the host over Unix sockets (tests).\n",
+        stderr);
+}
+
+std::string read_text(const char* path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Tells the host the agent is ready; the host may not be listening yet (or
+// at all), so retry for a minute, quickly at first.
+void announce_ready(sbx::agent::Agent& agent, std::chrono::steady_clock::time_point start) {
+    using namespace std::chrono;
+    for (int attempt = 0; attempt < 150; ++attempt) {
+        auto fd = agent.options().connect_host(sbx::agent::kReadyPort);
+        if (fd) {
+            sbx::agent::FrameStream stream(std::move(*fd));
+            auto since_start = duration_cast<milliseconds>(steady_clock::now() - start).count();
+            [[maybe_unused]] auto r = stream.write_message(sbx::agent::Json{
+                {"type", "ready"},
+                {"version", sbx::agent::kProtocolVersion},
+                {"agent", sbx::agent::kAgentVersion},
+                {"boot_id", agent.boot_id()},
+                {"agent_start_ms", since_start}});
+            return;
+        }
+        std::this_thread::sleep_for(attempt < 50 ? milliseconds(100) : seconds(1));
+    }
+    sbx::log::warn("sbx-agent: no host listener on port {}; readiness not announced", sbx::agent::kReadyPort);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const auto start = std::chrono::steady_clock::now();
+    std::signal(SIGPIPE, SIG_IGN);
+    std::string listen_unix, host_unix, token, env_file;
+    bool have_token = false;
+    std::uint32_t port = sbx::agent::kAgentPort;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (arg == "--listen-unix") {
+            listen_unix = value();
+        } else if (arg == "--host-unix") {
+            host_unix = value();
+        } else if (arg == "--port") {
+            port = static_cast<std::uint32_t>(std::stoul(value()));
+        } else if (arg == "--token") {
+            token = value();
+            have_token = true;
+        } else if (arg == "--env-file") {
+            env_file = value();
+        } else {
+            usage();
+            return 2;
+        }
+    }
+
+    sbx::agent::AgentOptions options;
+    options.token = have_token ? token : sbx::agent::token_from_cmdline(read_text("/proc/cmdline"));
+    if (!env_file.empty()) {
+        options.env_file = env_file;
+    }
+    if (!host_unix.empty()) {
+        options.connect_host = [host_unix](std::uint32_t p) { return sbx::agent::connect_unix_host(host_unix, p); };
+    } else {
+        options.connect_host = [](std::uint32_t p) { return sbx::agent::connect_vsock_host(p); };
+    }
+    auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::agent::listen_unix(listen_unix);
+    if (!listener) {
+        sbx::log::error("sbx-agent: {}", listener.error().to_string());
+        return 1;
+    }
+    sbx::agent::Agent agent(std::move(options));
+    sbx::log::info("sbx-agent: listening on {}", listen_unix.empty() ? "vsock port " + std::to_string(port) : listen_unix);
+    std::thread([&agent, start] { announce_ready(agent, start); }).detach();
+
+    while (true) {
+        auto connection = sbx::agent::accept_connection(listener->get());
+        if (!connection) {
+            sbx::log::warn("sbx-agent: {}", connection.error().to_string());
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. EMFILE: back off, keep serving
+            continue;
+        }
+        if (agent.active_sessions() >= kMaxSessions) {
+            continue;  // closed by the UniqueFd: the client sees EOF
+        }
+        std::thread([&agent, fd = std::move(*connection)]() mutable { agent.serve(std::move(fd)); }).detach();
+    }
+}
