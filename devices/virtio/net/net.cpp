@@ -280,20 +280,12 @@ Result<void> Net::process_tx() {
             }
             break;
         }
-        auto popped = queue.pop(tx_chain_);
+        auto popped = queue.pop_or_enable_notification(tx_chain_);
         if (!popped) {
             return popped.error();
         }
         if (!*popped) {
-            auto more = queue.enable_notification();
-            if (!more) {
-                return more.error();
-            }
-            if (!*more) {
-                break;
-            }
-            queue.disable_notification();
-            continue;
+            break;
         }
         if (tx_chain_.readable_bytes() < kNetHeaderSize) {
             return make_error(

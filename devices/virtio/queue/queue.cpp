@@ -164,6 +164,20 @@ Result<bool> Queue::enable_notification() {
     return avail_idx() != next_avail_;
 }
 
+Result<bool> Queue::pop_or_enable_notification(DescriptorChain& chain) {
+    while (true) {
+        auto popped = pop(chain);
+        if (!popped || *popped) {
+            return popped;
+        }
+        auto more = enable_notification();
+        if (!more || !*more) {
+            return more;
+        }
+        disable_notification();
+    }
+}
+
 QueueState Queue::save() const {
     return QueueState{max_size_,   size_,      ready_,          desc_table_,      avail_ring_,
                       used_ring_,  next_avail_, next_used_,     signalled_used_,  signalled_valid_,

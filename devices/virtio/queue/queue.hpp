@@ -79,6 +79,10 @@ public:
     // driver added buffers in between, which must then be processed too.
     void disable_notification();
     [[nodiscard]] Result<bool> enable_notification();
+    // The usual drain step: pop with notifications off; on an empty ring,
+    // turn them back on and look once more (a driver may have added a
+    // buffer meanwhile). False: empty, and the driver will notify.
+    [[nodiscard]] Result<bool> pop_or_enable_notification(DescriptorChain& chain);
 
     [[nodiscard]] QueueState save() const;
     // Checks the state against memory when it says the queue was active.

@@ -199,3 +199,19 @@ TEST_CASE("state round trip, and a hostile state is refused") {
     bad.max_size = 16;
     CHECK_FALSE(refused.restore(memory, bad));
 }
+
+TEST_CASE("pop_or_enable_notification drains, then re-enables and catches a late buffer") {
+    auto memory = memory16m();
+    MockDriver driver(memory, GuestAddress(0x100000), 8);
+    Queue q(8);
+    driver.configure(q);
+    REQUIRE(q.activate(memory, false));
+    auto bufs = one_byte();
+    driver.offer(bufs, {});
+    q.disable_notification();
+    DescriptorChain chain;
+    CHECK(*q.pop_or_enable_notification(chain));
+    CHECK(driver.used_flags() == 1);           // still suppressed while draining
+    CHECK_FALSE(*q.pop_or_enable_notification(chain));
+    CHECK(driver.used_flags() == 0);           // empty: the driver will notify
+}

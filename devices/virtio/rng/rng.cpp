@@ -78,20 +78,12 @@ Result<void> Rng::fill_requests() {
             }
             break;
         }
-        auto popped = queue.pop(chain_);
+        auto popped = queue.pop_or_enable_notification(chain_);
         if (!popped) {
             return popped.error();
         }
         if (!*popped) {
-            auto more = queue.enable_notification();
-            if (!more) {
-                return more.error();
-            }
-            if (!*more) {
-                break;
-            }
-            queue.disable_notification();
-            continue;
+            break;
         }
         if (chain_.writable_bytes() == 0) {
             return make_error("request chain {} has no device-writable buffer (§5.4.6)", chain_.head());
