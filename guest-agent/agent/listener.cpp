@@ -2,27 +2,13 @@
 
 #include <linux/vm_sockets.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace sbx::agent {
 namespace {
-
 constexpr int kBacklog = 128;
-
-Result<sockaddr_un> unix_address(const std::string& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) {
-        return make_error("socket path {} is too long", path);
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    return addr;
-}
-
 }  // namespace
 
 Result<UniqueFd> listen_vsock(std::uint32_t port) {
@@ -43,25 +29,6 @@ Result<UniqueFd> listen_vsock(std::uint32_t port) {
     return fd;
 }
 
-Result<UniqueFd> listen_unix(const std::string& path) {
-    auto addr = unix_address(path);
-    if (!addr) {
-        return addr.error();
-    }
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) {
-        return sys_error("unix socket");
-    }
-    ::unlink(path.c_str());
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) < 0) {
-        return sys_error("binding {}", path);
-    }
-    if (::listen(fd.get(), kBacklog) < 0) {
-        return sys_error("listening on {}", path);
-    }
-    return fd;
-}
-
 Result<UniqueFd> connect_vsock_host(std::uint32_t port) {
     UniqueFd fd(::socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd) {
@@ -78,19 +45,7 @@ Result<UniqueFd> connect_vsock_host(std::uint32_t port) {
 }
 
 Result<UniqueFd> connect_unix_host(const std::string& prefix, std::uint32_t port) {
-    const std::string path = prefix + "_" + std::to_string(port);
-    auto addr = unix_address(path);
-    if (!addr) {
-        return addr.error();
-    }
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) {
-        return sys_error("unix socket");
-    }
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) < 0) {
-        return sys_error("connecting to {}", path);
-    }
-    return fd;
+    return connect_unix(prefix + "_" + std::to_string(port));
 }
 
 Result<UniqueFd> accept_connection(int listener) {

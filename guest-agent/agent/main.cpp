@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     } else {
         options.connect_host = [](std::uint32_t p) { return sbx::agent::connect_vsock_host(p); };
     }
-    auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::agent::listen_unix(listen_unix);
+    auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::listen_unix(listen_unix);
     if (!listener) {
         sbx::log::error("sbx-agent: {}", listener.error().to_string());
         return 1;

@@ -2,11 +2,11 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+
+#include "base/unix_socket.hpp"
 
 namespace sbx::agent {
 namespace {
@@ -18,23 +18,6 @@ void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
     tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
     tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-}
-
-Result<UniqueFd> connect_unix(const std::string& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) {
-        return make_error("socket path {} is too long", path);
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) {
-        return sys_error("unix socket");
-    }
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
-        return sys_error("connecting to {}", path);
-    }
-    return fd;
 }
 
 }  // namespace
@@ -136,21 +119,11 @@ Result<Json> AgentClient::call(std::string_view op, Json fields) {
 
 Result<ReadyListener> ReadyListener::listen(const std::string& uds_path) {
     const std::string path = fmt::format("{}_{}", uds_path, kReadyPort);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) {
-        return make_error("socket path {} is too long", path);
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    auto fd = listen_unix(path, Blocking::Yes, 4);
     if (!fd) {
-        return sys_error("unix socket");
+        return fd.error().context("the agent's ready listener");
     }
-    ::unlink(path.c_str());
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || ::listen(fd.get(), 4) < 0) {
-        return sys_error("listening on {}", path);
-    }
-    return ReadyListener(std::move(fd), path);
+    return ReadyListener(std::move(*fd), path);
 }
 
 ReadyListener::~ReadyListener() {

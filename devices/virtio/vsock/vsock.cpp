@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.hpp"
+#include "base/unix_socket.hpp"
 #include "devices/virtio/vsock/vsock_host.hpp"
 
 namespace sbx::virtio {
@@ -36,7 +37,7 @@ Result<std::unique_ptr<Vsock>> Vsock::open(const VsockConfig& config) {
     if (config.guest_cid < vsock::kFirstGuestCid || config.guest_cid >= 0xffffffffULL) {
         return make_error("vsock guest cid {} is not in 3..4294967294", config.guest_cid);
     }
-    auto listener = vsock::listen_unix(config.uds_path);
+    auto listener = listen_unix(config.uds_path, Blocking::No);
     if (!listener) {
         return listener.error();
     }
@@ -207,7 +208,7 @@ void Vsock::connect_to_host(const PacketHeader& request) {
         queue_reset_reply(request);
         return;
     }
-    auto socket = vsock::connect_unix(config_.uds_path + "_" + std::to_string(request.dst_port));
+    auto socket = connect_unix(config_.uds_path + "_" + std::to_string(request.dst_port), Blocking::No);
     if (!socket) {
         queue_reset_reply(request);  // nobody listens there
         return;

@@ -18,16 +18,6 @@ namespace sbx::virtio::vsock {
 // A CONNECT line longer than this (newline included) is refused.
 inline constexpr std::size_t kMaxConnectLine = 64;
 
-// Binds and listens on `path` (SOCK_STREAM, non-blocking, close-on-exec).
-// A socket file nobody listens on any more is replaced; anything else at
-// the path is an error naming it.
-[[nodiscard]] Result<UniqueFd> listen_unix(const std::string& path);
-
-// Starts a non-blocking connect to the Unix listener at `path`. Unix
-// stream connects complete at once or fail (ENOENT, ECONNREFUSED, EAGAIN
-// on a full backlog), so the socket returned is connected.
-[[nodiscard]] Result<UniqueFd> connect_unix(const std::string& path);
-
 // "CONNECT <port>" without its newline, port decimal and at most 2^32-1.
 [[nodiscard]] std::optional<std::uint32_t> parse_connect_line(std::string_view line);
 

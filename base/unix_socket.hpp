@@ -1,0 +1,19 @@
+// Unix stream sockets by path, as the VMM's vsock, the agent and its host
+// client all use them: connect, and listen with the path checked first (a
+// stale socket file from a dead process is replaced; a live listener or a
+// non-socket file at the path is an error naming it).
+#pragma once
+
+#include <string>
+
+#include "base/unique_fd.hpp"
+
+namespace sbx {
+
+enum class Blocking { Yes, No };
+
+[[nodiscard]] Result<UniqueFd> connect_unix(const std::string& path, Blocking blocking = Blocking::Yes);
+[[nodiscard]] Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking = Blocking::Yes,
+                                           int backlog = 128);
+
+}  // namespace sbx
