@@ -115,6 +115,11 @@ void Agent::serve(UniqueFd connection) {
                 }
                 continue;
             }
+            if ((*request)["type"] == "signal" || (*request)["type"] == "resize") {
+                // An exec's control message that crossed its exit on the
+                // wire: too late to matter, and no reply is owed.
+                continue;
+            }
             auto op = get_string(*request, "op");
             if ((*request)["type"] != "request" || !op) {
                 if (!stream.write_message(error_message(code::kBadRequest, "expected {\"type\":\"request\",\"op\":...}"))) {

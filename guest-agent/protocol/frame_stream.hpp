@@ -30,6 +30,10 @@ public:
     [[nodiscard]] Result<void> write_data(Channel channel, std::uint64_t offset, std::span<const std::uint8_t> bytes);
     [[nodiscard]] Result<void> write_eof(Channel channel);
 
+    // True when bytes past the last frame are already buffered: poll(2) on
+    // fd() would not report them, so read() before polling again.
+    [[nodiscard]] bool has_buffered_input() const { return in_pos_ < in_.size(); }
+
     // Bytes read from the socket past the last frame (a stream that turns
     // into raw bytes, as port forwarding does, must forward these first).
     [[nodiscard]] std::vector<std::uint8_t> take_buffered();
