@@ -115,9 +115,10 @@ void Agent::serve(UniqueFd connection) {
                 }
                 continue;
             }
-            if ((*request)["type"] == "signal" || (*request)["type"] == "resize") {
+            if ((*request)["type"] == "signal" || (*request)["type"] == "resize" || (*request)["type"] == "cancel") {
                 // An exec's control message that crossed its exit on the
-                // wire: too late to matter, and no reply is owed.
+                // wire, or an upload's cancel that crossed its error reply:
+                // too late to matter, and no reply is owed.
                 continue;
             }
             auto op = get_string(*request, "op");
