@@ -15,6 +15,15 @@ BLK_MIB=128 RAND_SECONDS=10 VSOCK_BYTES=67108864
 failed=0
 bad() { echo "SBX-BENCH-FAIL: $*"; failed=$((failed + 1)); }
 
+# What the driver negotiated: request size limits and the feature bits
+# (virtio spec order), for reading differences between the VMMs.
+q=/sys/block/vda/queue
+echo "SBX-BENCH-QUEUE: max_sectors_kb=$(cat $q/max_sectors_kb) max_hw_sectors_kb=$(cat $q/max_hw_sectors_kb)" \
+    "max_segments=$(cat $q/max_segments) max_segment_size=$(cat $q/max_segment_size)" \
+    "nr_requests=$(cat $q/nr_requests) scheduler=$(cat $q/scheduler)"
+for d in /sys/bus/virtio/devices/*; do
+    echo "SBX-BENCH-FEATURES: $(cat "$d/device") $(cat "$d/features")"
+done
 timeout 600 sbx-blkbench seqwrite /dev/vda 1024 "$BLK_MIB" || bad "seqwrite"
 timeout 600 sbx-blkbench seqread /dev/vda 1024 "$BLK_MIB" || bad "seqread"
 timeout 600 sbx-blkbench randread /dev/vda 4 "$RAND_SECONDS" || bad "randread"

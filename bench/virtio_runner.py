@@ -53,7 +53,7 @@ def run_once(args, vmm, disk):
         def guest_to_host():
             conn, _ = listener.accept()
             with conn:
-                conn.settimeout(300)
+                conn.settimeout(120)
                 buf = bytearray(1 << 20)
                 got, t0 = 0, time.monotonic()
                 while got < n:
@@ -69,7 +69,7 @@ def run_once(args, vmm, disk):
 
         def host_to_guest(_port):
             with vs.connect(1236) as conn:
-                conn.settimeout(300)
+                conn.settimeout(120)
                 chunk = bytes(1 << 20)
                 t0 = time.monotonic()
                 sent = 0
@@ -121,7 +121,7 @@ def main():
                     help="auto: none (O_DIRECT) when the image's file system allows it, else writeback")
     ap.add_argument("--qemu-aio", default="io_uring")
     ap.add_argument("--only", choices=("sbx", "qemu"))
-    ap.add_argument("--timeout", type=float, default=900, help="seconds per boot")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per boot")
     args = ap.parse_args()
 
     # One scratch image for both VMMs, fully allocated (no holes that read

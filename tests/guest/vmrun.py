@@ -166,13 +166,55 @@ class Machine:
         try:
             status = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            host("TIMEOUT", f"{self.vmm} still running after {timeout:.0f} s, killing it")
+            self.diagnose()
             self.proc.kill()
-            self.proc.wait()
-            host("TIMEOUT", f"{self.vmm} still running after {timeout:.0f} s, killed")
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                # Stuck in the kernel (uninterruptible sleep): say so and go
+                # on rather than hang until the harness's deadline.
+                host("ERROR", f"{self.vmm} (pid {self.proc.pid}) survived SIGKILL for 30 s")
+                self.diagnose()
+                self._reader.join(timeout=1)
+                return 124
             status = 124
         self._reader.join(timeout=10)
         host("VMM-EXIT", f"{status} after {time.monotonic() - self.started:.1f} s")
         return status
+
+    def diagnose(self):
+        """Where the VMM's threads wait (state, wchan, kernel stack when
+        readable) and the kernel log's tail: HOST-DIAG lines."""
+        pid = self.proc.pid
+        try:
+            tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+        except OSError:
+            tids = []
+        for tid in tids:
+            base = f"/proc/{pid}/task/{tid}"
+            info = []
+            for name in ("comm", "wchan", "stat"):
+                try:
+                    with open(f"{base}/{name}") as f:
+                        value = f.read().strip()
+                except OSError:
+                    continue
+                info.append(value.split()[2] if name == "stat" else value)
+            host("DIAG", f"thread {tid}: " + " ".join(info))
+            try:
+                with open(f"{base}/stack") as f:
+                    for frame in f.read().split("\n")[:12]:
+                        if frame:
+                            host("DIAG", f"  {frame}")
+            except OSError:
+                pass
+        try:
+            dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+            for line in dmesg.splitlines()[-30:]:
+                host("DIAG", f"dmesg: {line}")
+        except (OSError, subprocess.TimeoutExpired):
+            pass
 
     def join_handlers(self, timeout=30):
         deadline = time.monotonic() + timeout
