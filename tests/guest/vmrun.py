@@ -39,6 +39,9 @@ GUEST_CID = 3
 # without ACPI (so QEMU puts virtio_mmio.device= on the command line), no
 # option ROMs or RTC, legacy PIC/PIT, ttyS0, and an i8042 for reboot=k.
 QEMU_MACHINE = "microvm,x-option-roms=off,rtc=off,acpi=off,pit=on,pic=on"
+# QEMU's virtio-mmio transport defaults to the legacy (0.9.5) interface;
+# sbx-vmm's is virtio 1.x (VERSION_1). Compare like with like.
+QEMU_MODERN_VIRTIO = ["-global", "virtio-mmio.force-legacy=false"]
 
 _out_lock = threading.Lock()
 
@@ -112,7 +115,7 @@ class Machine:
                 "-smp", str(self.cpus), "-m", str(self.memory), "-nodefaults",
                 "-no-user-config", "-nographic", "-serial", "stdio", "-device", "i8042",
                 "-no-reboot", "-kernel", self.kernel, "-initrd", self.initrd,
-                "-append", self.cmdline]
+                "-append", self.cmdline] + QEMU_MODERN_VIRTIO
         # Disks in -device order are vda, vdb, ... (checked by the
         # virtio-blk test), as with sbx-vmm's --disk order.
         for i, (path, ro) in enumerate(self.disks):
