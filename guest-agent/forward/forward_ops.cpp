@@ -150,8 +150,7 @@ Result<void> listen_tcp_op(Session& session, const Json& request) {
     if (!session.stream().write_message(Json{{"type", "result"}, {"port", *port}})) {
         return ok();
     }
-    serve_listener(session.stream().fd(), std::move(*listener), static_cast<std::uint32_t>(*host_port),
-                        connect_host);
+    serve_listener(session.stream().fd(), std::move(*listener), static_cast<std::uint32_t>(*host_port), connect_host);
     return ok();
 }
 

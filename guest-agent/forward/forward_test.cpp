@@ -290,6 +290,18 @@ TEST_CASE("listen_tcp makes a host service reachable from the guest") {
     CHECK(read_to_eof(guest.get()) == "to the host and back");
 }
 
+TEST_CASE("bytes sent on a listen_tcp connection after the result are ignored") {
+    ReverseSetup s;
+    auto control = s.h.connect();
+    const auto port = listen(control);
+    send_all(control.stream().fd(), "stray bytes, not even a frame");
+    REQUIRE(control.send_request("health"));
+    auto guest = connect_local_tcp(port);
+    send_all(guest.get(), "still listening");
+    ::shutdown(guest.get(), SHUT_WR);
+    CHECK(read_to_eof(guest.get()) == "still listening");
+}
+
 TEST_CASE("closing the listen_tcp connection stops listening; joined connections go on") {
     ReverseSetup s;
     std::optional<AgentClient> control = s.h.connect();
