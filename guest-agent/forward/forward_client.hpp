@@ -37,7 +37,10 @@ inline constexpr std::size_t kMaxForwardedConnections = 256;
 
 // A host TCP listener whose every connection is forwarded to a guest
 // address through its own agent connection. Runs on its own threads until
-// stop() (or destruction), which also ends the connections it carries.
+// stop() (or destruction), which also ends the connections it carries
+// (one still being opened is waited for: at most the endpoint's timeout
+// plus the agent's 30 s connect timeout). A connection whose forward
+// cannot be opened is reset, and the reason logged.
 class PortForwarder {
 public:
     // `local_port` 0: the kernel picks one (see local_port()).
@@ -63,6 +66,9 @@ private:
 // connection open, and joins each guest connection through the VMM to
 // host vsock port `vsock_port`, delivered here at "<uds_path>_<vsock_port>";
 // each is then joined to the host address `target_host:target_port`.
+// `vsock_port` must be unique among the forwards of one VM (its socket
+// path is replaced). If the agent connection ends (the guest went away),
+// no more connections arrive; stop() still has to be called.
 class ReverseForwarder {
 public:
     // `guest_port` 0: the agent picks one (see guest_port()).
