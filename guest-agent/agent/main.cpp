@@ -1,6 +1,8 @@
 // sbx-agent: the guest side of Sandboxer (docs/agent-protocol.md). Listens
 // on vsock port 52, announces itself to the host on port 53, and serves
 // each connection on its own thread.
+#include <sys/resource.h>
+
 #include <csignal>
 
 #include <chrono>
@@ -24,6 +26,17 @@ void usage() {
         "  default: vsock port 52; the token comes from sbx.token= on the kernel command line;\n"
         "  --listen-unix / --host-unix serve and reach the host over Unix sockets (tests).\n",
         stderr);
+}
+
+// Each session holds a few fds (a forward about six: socket, TCP socket,
+// two pipes); the usual soft limit of 1024 would cap sessions far below
+// kMaxSessions.
+void raise_fd_limit() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
 }
 
 std::string read_text(const char* path) {
@@ -60,6 +73,7 @@ void announce_ready(sbx::agent::Agent& agent, std::chrono::steady_clock::time_po
 int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     std::signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
     std::string listen_unix, host_unix, token, env_file;
     bool have_token = false;
     std::uint32_t port = sbx::agent::kAgentPort;
