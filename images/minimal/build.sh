@@ -47,7 +47,7 @@ minimal_build() {
     base=$(ensure_built initramfs 0)
     umask 022
     mkdir -p "$stage/usr/local/bin"
-    install -m 0755 "$agent" "$stage/usr/local/bin/sbx-agent"
+    agent_install "$agent" "$stage/usr/local/bin/sbx-agent"
     for spec in "${MINIMAL_FILES[@]}"; do
         install -D -m 0644 "$IMAGES_DIR/${spec%%:*}" "$stage/${spec#*:}"
     done
@@ -61,5 +61,5 @@ minimal_build() {
                 cpio --quiet -o -H newc -R 0:0 --reproducible
         ) | gzip -9 -n
     } >"$out/minimal.cpio.gz"
-    log "minimal: $(stat -c %s "$out/minimal.cpio.gz") bytes (initramfs $(stat -c %s "$base/initramfs.cpio.gz") bytes + agent $(stat -c %s "$agent") bytes before compression)"
+    log "minimal: $(stat -c %s "$out/minimal.cpio.gz") bytes (initramfs $(stat -c %s "$base/initramfs.cpio.gz") bytes + agent $(stat -c %s "$stage/usr/local/bin/sbx-agent") bytes before compression)"
 }

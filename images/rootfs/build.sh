@@ -94,7 +94,7 @@ rootfs_configure() {
     chroot "$root" useradd --create-home --uid 1000 --user-group --groups sudo \
         --shell /bin/bash --comment "Sandbox user" user
 
-    install -m 0755 "$agent" "$root/usr/local/bin/sbx-agent"
+    agent_install "$agent" "$root/usr/local/bin/sbx-agent"
     mkdir -p "$root/etc/systemd/system/sysinit.target.wants"
     ln -sfn /etc/systemd/system/sbx-agent.service \
         "$root/etc/systemd/system/sysinit.target.wants/sbx-agent.service"

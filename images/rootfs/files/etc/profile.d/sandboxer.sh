@@ -4,6 +4,8 @@
 # and busybox sh alike (the minimal image's /init uses it too).
 if [ -r /etc/sandboxer/env ]; then
     while IFS= read -r sbx_env_line || [ -n "$sbx_env_line" ]; do
+        # leading blanks are ignored
+        sbx_env_line=${sbx_env_line#"${sbx_env_line%%[!	 ]*}"}
         case $sbx_env_line in
             '' | '#'* | ';'*) continue ;;
         esac
