@@ -7,12 +7,12 @@ PATH=$PATH:/usr/sbin:/sbin
 # agent_prepare NAME : sets $kernel, $agent, $agent_kind (real|fake) and
 # $work (a fresh directory in the build tree, removed at exit unless the
 # test failed or SBX_TEST_KEEP=1).
-# The agent: the real one (build/guest-agent/sbx-agent) when it has been
-# built, else the placeholder tests/guest/fake-agent. SBX_TEST_AGENT=fake or
-# real forces one (real fails if it is missing).
+# The agent: the real one ($SBX_AGENT, else build/guest-agent/sbx-agent)
+# when it exists, else the placeholder tests/guest/fake-agent.
+# SBX_TEST_AGENT=fake or real forces one (real fails if it is missing).
 agent_prepare() {
   kernel=$("$src/images/build" vmlinux)
-  local real="$build/guest-agent/sbx-agent"
+  local real="${SBX_AGENT:-$build/guest-agent/sbx-agent}"
   case "${SBX_TEST_AGENT:-auto}" in
     fake) agent_kind=fake ;;
     real) [ -x "$real" ] || fail "SBX_TEST_AGENT=real but $real does not exist"; agent_kind=real ;;

@@ -25,14 +25,18 @@ At the end, one "HOST-TIME: <vmm> <event> <seconds>" line per event seen:
   report       SBX-ROOTFS-STATE (the rootfs test unit: boot finished)
   exit         the VMM exited
 and "HOST-VMM-TIMER: <vmm> <ms>" for sbx-vmm's own boot timer line.
+With --hello TOKEN (the real agent), the host then speaks the agent
+protocol on port 52: hello, health, and one exec (HOST-HELLO, HOST-HEALTH,
+HOST-EXEC-OUT, HOST-EXEC-END lines).
 Exit status: 0 if every VMM exited 0 (or was stopped as asked by
 --stop-after-announce), else the first non-zero status.
 """
 
 import argparse
+import json
 import os
 import shutil
-import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -53,6 +57,58 @@ EVENTS = [
     ("agent-start", "SBX-AGENT-START:"),
     ("report", "SBX-ROOTFS-STATE:"),
 ]
+
+
+def send_frame(sock, message):
+    """One JSON frame of the agent protocol (docs/agent-protocol.md)."""
+    body = b"\x01" + json.dumps(message).encode()
+    sock.sendall(struct.pack("<I", len(body)) + body)
+
+
+def recv_exact(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def recv_frame(sock):
+    """(kind, body) of the next frame."""
+    (length,) = struct.unpack("<I", recv_exact(sock, 4))
+    if not 1 <= length <= (1 << 20) + 1:
+        raise ConnectionError(f"bad frame length {length}")
+    body = recv_exact(sock, length)
+    return body[0], body[1:]
+
+
+def talk_to_agent(vs, token, user, emit):
+    """With the real agent: hello with the boot's token, health, and one
+    exec as USER that shows the env file's variables and creates
+    /run/sbx-test-exec-done (the rootfs test unit waits for it)."""
+    with vs.connect(52, wait=60) as conn:
+        conn.settimeout(120)
+        send_frame(conn, {"type": "hello", "version": 1, "token": token})
+        emit(f"HOST-HELLO: {recv_frame(conn)[1].decode(errors='replace')}")
+        send_frame(conn, {"type": "request", "op": "health"})
+        emit(f"HOST-HEALTH: {recv_frame(conn)[1].decode(errors='replace')}")
+        send_frame(conn, {"type": "request", "op": "exec", "user": user, "argv": [
+            "sh", "-c", 'echo "SBX_TEST_ENV=$SBX_TEST_ENV uid=$(id -u) home=$HOME"; '
+            'if [ "$(id -u)" = 0 ]; then touch /run/sbx-test-exec-done; '
+            'else sudo -n touch /run/sbx-test-exec-done; fi']})
+        out = b""
+        while True:
+            kind, body = recv_frame(conn)
+            if kind == 2 and body[0] == 1:
+                out += body[9:]
+            elif kind == 1:
+                message = json.loads(body)
+                if message.get("type") in ("exit", "error"):
+                    emit(f"HOST-EXEC-OUT: {out.decode(errors='replace').strip()}")
+                    emit(f"HOST-EXEC-END: {json.dumps(message, sort_keys=True)}")
+                    return
 
 
 class ImageMachine(vmrun.Machine):
@@ -121,6 +177,11 @@ def run_one(vmm, args, image_copy, out):
         except OSError as e:
             emit(f"HOST-ANNOUNCE-ERROR: {type(e).__name__}: {e}")
         emit(f"HOST-ANNOUNCE: {data.decode(errors='replace').strip()!r}")
+        if args.hello:
+            try:
+                talk_to_agent(vs, args.hello, args.exec_user, emit)
+            except Exception as e:  # reported, never silent
+                emit(f"HOST-ERROR: talking to the agent: {type(e).__name__}: {e}")
         announced.set()
 
     threading.Thread(target=serve_announce, daemon=True).start()
@@ -153,7 +214,8 @@ def run_one(vmm, args, image_copy, out):
         while machine.proc.poll() is None and time.monotonic() < deadline:
             if announced.wait(0.2):
                 time.sleep(args.stop_after_announce)
-                emit(f"HOST-STOP: announce seen, stopping {vmm} after {args.stop_after_announce} s more")
+                emit(f"HOST-STOP: agent announced{' and answered' if args.hello else ''}, "
+                     f"stopping {vmm} after {args.stop_after_announce} s more")
                 machine.proc.terminate()
                 stopped = True
                 break
@@ -190,7 +252,12 @@ def main():
     ap.add_argument("--debugfs", help="rootfs: debugfs -w command file applied to the copy")
     ap.add_argument("--logdir", required=True)
     ap.add_argument("--stop-after-announce", type=float, default=0,
-                    help="stop the VMM this many seconds after the agent announced itself")
+                    help="stop the VMM this many seconds after the agent announced itself "
+                         "(and answered, with --hello)")
+    ap.add_argument("--hello", metavar="TOKEN",
+                    help="after the announcement, talk to the (real) agent on port 52: hello "
+                         "with TOKEN, health, an exec as --exec-user (HOST-HELLO/HEALTH/EXEC-* lines)")
+    ap.add_argument("--exec-user", default="user")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per boot")
     args = ap.parse_args()
 

@@ -68,12 +68,21 @@ if [ -n "$real_agent" ]; then
   echo "agent: real ($real_agent)"
   agent=$real_agent
   agent_image minimal
-  cp "$log" "$work/out-fake"
-  agent_run --kind minimal --memory 256 --cmdline-extra "sbx.token=$token" --stop-after-announce 2
+  # Keep the placeholder's logs; the real agent's go to out, sbx.log, qemu.log.
+  for f in out sbx.log qemu.log; do mv "$work/$f" "$work/fake-$f"; done
+  "$src/tests/guest/make-initrd" "$image" "$work/hook" "$work/minimal-test.cpio.gz" "$work/env:/etc/sandboxer/env"
+  image=$work/minimal-test.cpio.gz
+  agent_run --kind minimal --memory 256 --cmdline-extra "sbx.token=$token" \
+    --hello "$token" --exec-user root --stop-after-announce 1
   expect_lacks "$log" "HOST-ERROR" "no host-side error (real agent)"
   for vmm in sbx qemu; do
     expect_in "$vmm" "SBX-AGENT-START: /usr/local/bin/sbx-agent" "/init starts the real agent"
     expect_in "$vmm" '"type":"ready"' "the real agent announced itself on port 53"
+    expect_contains "$(line_of "$vmm" HOST-HELLO)" '"type":"hello"' "the agent accepts a hello with the boot's token ($vmm)"
+    expect_contains "$(line_of "$vmm" HOST-HEALTH)" '"authenticated":true' "the agent read sbx.token= (health says authenticated) ($vmm)"
+    expect_in "$vmm" "HOST-EXEC-OUT: SBX_TEST_ENV=from-the-env-file uid=0 home=/root" \
+      "a command run by the agent sees the env file"
+    expect_in "$vmm" 'HOST-EXEC-END: {"code": 0,' "that command succeeded"
     expect_not_in "$vmm" "SBX-AGENT-EXIT:" "the real agent keeps running"
   done
   echo "timings, real agent:"

@@ -33,7 +33,14 @@ rm /etc/sandboxer/env
 write $work/env /etc/sandboxer/env
 DEBUGFS
 
-agent_run --kind rootfs --memory 512 --debugfs "$work/debugfs" --cmdline-extra "sbx.token=$token"
+if [ "$agent_kind" = real ]; then
+  # The host talks to the agent (hello, health, exec); the test unit waits
+  # for that exec before it reboots the VM.
+  agent_run --kind rootfs --memory 512 --debugfs "$work/debugfs" --hello "$token" \
+    --cmdline-extra "sbx.token=$token sbx.test.wait-exec"
+else
+  agent_run --kind rootfs --memory 512 --debugfs "$work/debugfs" --cmdline-extra "sbx.token=$token"
+fi
 expect_lacks "$log" "HOST-ERROR" "no host-side error"
 
 for vmm in sbx qemu; do
@@ -60,6 +67,12 @@ for vmm in sbx qemu; do
   else
     expect_in "$vmm" "HOST-ANNOUNCE: " "the agent announced itself on port 53"
     expect_in "$vmm" '"type":"ready"' "the announcement is the agent's ready message"
+    expect_contains "$(line_of "$vmm" HOST-HELLO)" '"type":"hello"' "the agent accepts a hello with the boot's token ($vmm)"
+    expect_contains "$(line_of "$vmm" HOST-HEALTH)" '"authenticated":true' "the agent read sbx.token= (health says authenticated) ($vmm)"
+    expect_in "$vmm" "HOST-EXEC-OUT: SBX_TEST_ENV=from-the-env-file uid=1000 home=/home/user" \
+      "a command run by the agent as user sees the env file"
+    expect_in "$vmm" 'HOST-EXEC-END: {"code": 0,' "that command (with sudo) succeeded"
+    expect_in "$vmm" "SBX-ROOTFS-EXEC-DONE: yes" "the guest saw the command's file"
   fi
   expect_in "$vmm" "SBX-ROOTFS-AGENT-ENV: SBX_TEST_ENV=from-the-env-file" "the env file reaches the agent"
   expect_in "$vmm" "SBX-ROOTFS-UNIT-ENV: SBX_TEST_ENV=from-the-env-file" "the env file reaches units with EnvironmentFile="
