@@ -32,7 +32,7 @@ rootfs_base_packages() {
 rootfs_base_release() {
     local memo inrelease date packages
     memo="$CACHE_ROOT/rootfs-base/.release-$(printf '%s' "$ROOTFS_MIRROR $ROOTFS_SUITE" | sha256sum | cut -c1-16)"
-    if inrelease=$(curl -fsSL --max-time 20 --retry 2 "$ROOTFS_MIRROR/dists/$ROOTFS_SUITE/InRelease" 2>/dev/null); then
+    if inrelease=$(curl -fsSL --max-time 15 --retry 1 "$ROOTFS_MIRROR/dists/$ROOTFS_SUITE/InRelease" 2>/dev/null); then
         date=$(sed -n 's/^Date: //p' <<<"$inrelease" | head -n1)
         packages=$(awk '/^SHA256:/ { s = 1; next } /^[^ ]/ { s = 0 } s && $3 == "main/binary-amd64/Packages.xz" { print $1; exit }' <<<"$inrelease")
         if [[ -n $date && -n $packages ]]; then
