@@ -1,131 +1,17 @@
 #include "guest-agent/exec/spawn.hpp"
 
 #include <fcntl.h>
-#include <grp.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
-#include <map>
-#include <thread>
 #include <unordered_map>
-
-#include "base/log.hpp"
 
 namespace sbx::agent {
 namespace {
-
-// ---- the reaper and the timeouts ----------------------------------------
-
-class Reaper {
-public:
-    // Leaked on purpose: its threads block in waitid() for the life of the
-    // process, and children may exit during static destruction.
-    static Reaper& instance() {
-        static Reaper* reaper = new Reaper();
-        return *reaper;
-    }
-
-    std::mutex& registry_mutex() { return mutex_; }
-    // Under registry_mutex(), right after fork().
-    void add_locked(std::shared_ptr<Child> child) {
-        children_.emplace(child->pid(), std::move(child));
-        ++generation_;
-        children_cv_.notify_one();
-    }
-
-    void kill_at(std::chrono::steady_clock::time_point when, std::weak_ptr<Child> child) {
-        std::lock_guard lock(deadline_mutex_);
-        deadlines_.emplace(when, std::move(child));
-        deadline_cv_.notify_one();
-    }
-
-private:
-    Reaper() {
-        // Orphaned descendants come to us instead of init, and get reaped.
-        ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-        std::thread([this] { reap_forever(); }).detach();
-        std::thread([this] { enforce_deadlines(); }).detach();
-    }
-
-    void reap_forever() {
-        while (true) {
-            std::uint64_t seen = 0;
-            {
-                std::lock_guard lock(mutex_);
-                seen = generation_;
-            }
-            // Peek first (WNOWAIT): the child's lock is taken before its pid
-            // is released, so a signal_group() can never hit a reused pid.
-            siginfo_t info{};
-            if (::waitid(P_ALL, 0, &info, WEXITED | WNOWAIT) < 0) {
-                if (errno == ECHILD) {
-                    std::unique_lock lock(mutex_);
-                    children_cv_.wait(lock, [&] { return generation_ != seen; });
-                } else if (errno != EINTR) {
-                    log::error("sbx-agent: waitid: {}", std::strerror(errno));
-                    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                }
-                continue;
-            }
-            std::shared_ptr<Child> child;
-            {
-                std::lock_guard lock(mutex_);
-                if (auto it = children_.find(info.si_pid); it != children_.end()) {
-                    child = std::move(it->second);
-                    children_.erase(it);
-                }
-            }
-            if (child) {
-                child->reap();
-            } else {
-                int status = 0;  // an orphan re-parented to us
-                ::waitpid(info.si_pid, &status, 0);
-            }
-        }
-    }
-
-    void enforce_deadlines() {
-        std::unique_lock lock(deadline_mutex_);
-        while (true) {
-            if (deadlines_.empty()) {
-                deadline_cv_.wait(lock);
-                continue;
-            }
-            auto first = deadlines_.begin();
-            if (std::chrono::steady_clock::now() < first->first) {
-                deadline_cv_.wait_until(lock, first->first);
-                continue;
-            }
-            auto child = first->second.lock();
-            deadlines_.erase(first);
-            if (child) {
-                lock.unlock();
-                child->kill_for_timeout();
-                lock.lock();
-            }
-        }
-    }
-
-    std::mutex mutex_;
-    std::condition_variable children_cv_;
-    std::unordered_map<pid_t, std::shared_ptr<Child>> children_;
-    std::uint64_t generation_ = 0;  // spawns so far: wakes the reaper from "no children"
-
-    std::mutex deadline_mutex_;
-    std::condition_variable deadline_cv_;
-    std::multimap<std::chrono::steady_clock::time_point, std::weak_ptr<Child>> deadlines_;
-};
-
-// ---- what the forked child does -------------------------------------------
 
 // Where the child's set-up failed, reported over the status pipe.
 enum class Stage : int { Session, Terminal, Stdio, Groups, Gid, Uid, Cwd };
@@ -148,9 +34,10 @@ const char* stage_name(Stage stage) {
     return "setting up";
 }
 
-// Everything the child needs, prepared before fork(): between fork and exec
-// in a threaded process only async-signal-safe calls are allowed, so no
-// allocation happens there.
+// Everything the child needs, prepared before it starts: the child shares
+// the agent's memory until it execs (Reaper::start_child), so it reads this
+// and writes only its own stack; it allocates nothing and calls no more
+// than system calls.
 struct ChildSetup {
     std::vector<char*> argv;
     std::vector<char*> envp;
@@ -181,49 +68,55 @@ void write_errno_digits(int err) {
     [[maybe_unused]] auto w = ::write(2, digits + sizeof digits - n, static_cast<std::size_t>(n));
 }
 
-[[noreturn]] void run_child(ChildSetup& s) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+int run_child(void* arg) {
+    const ChildSetup& s = *static_cast<const ChildSetup*>(arg);
+    // Dispositions first, while every signal is still blocked (the parent
+    // blocked them around the clone), then the mask.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) {
         ::sigaction(sig, &dfl, nullptr);  // SIGPIPE above all: the agent ignores it
     }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // The status pipe and stdio sources must not sit on 0..2 while 0..2 are
     // being replaced (an agent started with its stdio closed).
-    s.status_pipe = ::fcntl(s.status_pipe, F_DUPFD_CLOEXEC, 3);
-    for (int& fd : s.stdio) {
-        fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0) {
-            fail_setup(s.status_pipe, Stage::Stdio);
+    const int status_pipe = ::fcntl(s.status_pipe, F_DUPFD_CLOEXEC, 3);
+    int stdio[3];
+    for (int i = 0; i < 3; ++i) {
+        stdio[i] = ::fcntl(s.stdio[i], F_DUPFD_CLOEXEC, 3);
+        if (stdio[i] < 0) {
+            fail_setup(status_pipe, Stage::Stdio);
         }
     }
     if (::setsid() < 0) {
-        fail_setup(s.status_pipe, Stage::Session);
+        fail_setup(status_pipe, Stage::Session);
     }
     if (s.terminal >= 0 && ::ioctl(s.terminal, TIOCSCTTY, 0) < 0) {
-        fail_setup(s.status_pipe, Stage::Terminal);
+        fail_setup(status_pipe, Stage::Terminal);
     }
     for (int target = 0; target < 3; ++target) {
-        if (::dup2(s.stdio[target], target) < 0) {
-            fail_setup(s.status_pipe, Stage::Stdio);
+        if (::dup2(stdio[target], target) < 0) {
+            fail_setup(status_pipe, Stage::Stdio);
         }
     }
     if (s.switch_user) {
-        if (::setgroups(s.user->groups.size(), s.user->groups.data()) < 0) {
-            fail_setup(s.status_pipe, Stage::Groups);
+        // Raw system calls: glibc's wrappers would make every thread of
+        // the agent change its credentials too.
+        if (::syscall(SYS_setgroups, s.user->groups.size(), s.user->groups.data()) < 0) {
+            fail_setup(status_pipe, Stage::Groups);
         }
-        if (::setgid(s.user->gid) < 0) {
-            fail_setup(s.status_pipe, Stage::Gid);
+        if (::syscall(SYS_setgid, s.user->gid) < 0) {
+            fail_setup(status_pipe, Stage::Gid);
         }
-        if (::setuid(s.user->uid) < 0) {
-            fail_setup(s.status_pipe, Stage::Uid);
+        if (::syscall(SYS_setuid, s.user->uid) < 0) {
+            fail_setup(status_pipe, Stage::Uid);
         }
     }
     // After the user switch, so a directory the user may not enter fails.
     if (::chdir(s.cwd) < 0) {
-        fail_setup(s.status_pipe, Stage::Cwd);
+        fail_setup(status_pipe, Stage::Cwd);
     }
     // Whatever the agent has open (other sessions' sockets, other
     // processes' pipes) must not leak into the program.
@@ -334,63 +227,6 @@ Result<Terminal> open_terminal(WindowSize size) {
 
 }  // namespace
 
-// ---- Child ------------------------------------------------------------------
-
-Child::Child(pid_t pid) : pid_(pid), exited_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-bool Child::signal_group(int sig) {
-    std::lock_guard lock(mutex_);
-    if (wait_status_) {
-        return false;
-    }
-    ::kill(-pid_, sig);
-    return true;
-}
-
-void Child::kill_for_timeout() {
-    std::lock_guard lock(mutex_);
-    if (!wait_status_) {
-        ::kill(-pid_, SIGKILL);
-        timed_out_ = true;
-    }
-}
-
-std::optional<ExitStatus> Child::exit_status() const {
-    std::lock_guard lock(mutex_);
-    if (!wait_status_) {
-        return std::nullopt;
-    }
-    ExitStatus status;
-    if (WIFSIGNALED(*wait_status_)) {
-        status.signal = WTERMSIG(*wait_status_);
-        // A process that ended on its own as its timeout fired did not time out.
-        status.timed_out = timed_out_ && *status.signal == SIGKILL;
-    } else {
-        status.code = WEXITSTATUS(*wait_status_);
-    }
-    return status;
-}
-
-void Child::wait() const {
-    std::unique_lock lock(mutex_);
-    exited_cv_.wait(lock, [&] { return wait_status_.has_value(); });
-}
-
-void Child::reap() {
-    int status = 0;
-    {
-        std::lock_guard lock(mutex_);
-        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-        }
-        wait_status_ = status;
-    }
-    exited_cv_.notify_all();
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(exited_.get(), &one, sizeof one);
-}
-
-// ---- spawn ------------------------------------------------------------------
-
 std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view key) {
     std::optional<std::string_view> value;
     for (const auto& entry : env) {
@@ -436,7 +272,7 @@ Result<SpawnedProcess> spawn(const SpawnPlan& plan) {
     // Only root may switch; a non-root agent (tests) runs things as itself.
     setup.switch_user = ::geteuid() == 0 || plan.user.uid != ::geteuid();
 
-    // The child's ends, closed in the parent once it has forked.
+    // The child's ends, closed in the parent once it has started.
     UniqueFd child_in, child_out, child_err, child_terminal;
     if (plan.pty) {
         auto terminal = open_terminal(*plan.pty);
@@ -499,18 +335,11 @@ Result<SpawnedProcess> spawn(const SpawnPlan& plan) {
     setup.status_pipe = status_pipe->write.get();
 
     Reaper& reaper = Reaper::instance();
-    {
-        std::lock_guard lock(reaper.registry_mutex());
-        pid_t pid = ::fork();
-        if (pid < 0) {
-            return sys_error("fork");
-        }
-        if (pid == 0) {
-            run_child(setup);
-        }
-        process.child = std::make_shared<Child>(pid);
-        reaper.add_locked(process.child);
+    auto child = reaper.start_child(run_child, &setup);
+    if (!child) {
+        return child.error();
     }
+    process.child = std::move(*child);
     status_pipe->write.reset();
     child_in.reset();
     child_out.reset();
