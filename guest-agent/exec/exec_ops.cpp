@@ -5,7 +5,7 @@
 // client reads slowly (back-pressure reaches the process through its pipe;
 // nothing piles up in the agent). The pump ends when the output is done and
 // the process reaped, and the session thread then sends the exit. The
-// timeout is the reaper's (spawn.hpp), independent of either thread.
+// timeout is the reaper's (reaper.hpp), independent of either thread.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <termios.h>
@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <system_error>
 #include <thread>
 
 #include "guest-agent/agent/agent.hpp"
@@ -53,15 +54,21 @@ namespace {
 
 class AttachedExec {
 public:
-    AttachedExec(FrameStream& stream, SpawnedProcess process)
-        : stream_(stream), process_(std::move(process)), done_(::eventfd(0, EFD_CLOEXEC)) {}
+    AttachedExec(Session& session, SpawnedProcess process)
+        : session_(session), stream_(session.stream()), process_(std::move(process)), done_(::eventfd(0, EFD_CLOEXEC)) {}
 
     Result<void> run() {
         if (!done_) {
             process_.child->signal_group(SIGKILL);
             return sys_error("eventfd");
         }
-        std::thread pump_thread([this] { pump(); });
+        std::thread pump_thread;
+        try {
+            pump_thread = std::thread([this] { pump(); });
+        } catch (const std::system_error& e) {  // out of threads: no exception may leave a handler
+            process_.child->signal_group(SIGKILL);
+            return reply_error(session_, errno_error(fmt::format("starting the output thread: {}", e.what()), EAGAIN));
+        }
         auto served = serve_client();
         if (!served) {
             // Attached processes do not outlive their connection.
@@ -211,6 +218,7 @@ private:
         }
     }
 
+    Session& session_;
     FrameStream& stream_;
     SpawnedProcess process_;
     UniqueFd done_;  // eventfd: the pump has finished
@@ -243,7 +251,7 @@ Result<void> exec(Session& session, const Json& request) {
         process->child->signal_group(SIGKILL);
         // The pump still has to run for the process to be collected cleanly.
     }
-    return AttachedExec(session.stream(), std::move(*process)).run();
+    return AttachedExec(session, std::move(*process)).run();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <system_error>
 
 #include "guest-agent/exec/output_pump.hpp"
 
@@ -53,6 +54,7 @@ void DetachedProcess::pump() {
         log_.append(channel, bytes);
         notify_locked();
     });
+    process_.terminal.reset();  // a pty is not kept while the record is
     child_->wait();
     std::lock_guard lock(mutex_);
     running_ = false;
@@ -165,7 +167,14 @@ Result<std::shared_ptr<DetachedProcess>> ProcessTable::start(const ExecSpec& spe
     if (!spawned) {
         return spawned.error();
     }
-    auto process = std::make_shared<DetachedProcess>(new_id(), spec.command, std::move(*spawned), log_capacity_.load());
+    auto child = spawned->child;
+    std::shared_ptr<DetachedProcess> process;
+    try {
+        process = std::make_shared<DetachedProcess>(new_id(), spec.command, std::move(*spawned), log_capacity_.load());
+    } catch (const std::system_error& e) {  // no thread for its pump: no exception may leave a handler
+        child->signal_group(SIGKILL);
+        return errno_error(fmt::format("starting the output thread: {}", e.what()), EAGAIN);
+    }
     processes_.emplace(process->id(), process);
     return process;
 }
