@@ -17,6 +17,9 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 
+# Level 1's loopback starts down (tests/harness/init does not bring it up):
+# the forwarding check listens on 127.0.0.1.
+ip link set lo up 2>/dev/null || busybox ip link set lo up 2>/dev/null || true
 w=$(mktemp -d /tmp/agent-session.XXXXXX)
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 uds=$w/v.sock
@@ -30,7 +33,7 @@ if [ "$kind" = rootfs ]; then
   echo "copied the image into level 1's /tmp in $(elapsed "$t") s"
   boot=(--disk "$w/rootfs.ext4" --memory 1024
     --cmdline "$base root=/dev/vda rw rootfstype=ext4 init=/lib/systemd/systemd sbx.token=$token")
-  big_mib=200 guest_dir=/var/tmp
+  big_mib=${SBX_TEST_BIG_MIB:-200} guest_dir=/var/tmp
 else
   boot=(--initrd "$image" --memory 512 --cmdline "$base sbx.token=$token")
   big_mib=16 guest_dir=/tmp
@@ -113,20 +116,29 @@ if [ "$kind" = rootfs ]; then
   # Port forwarding to a guest HTTP server.
   printf 'served-%s\n' "$token" >"$w/index"
   "$ctl" put --mkdirs "$w/index" /tmp/www/hello.txt 2>/dev/null || bad "put of the web page"
-  "$ctl" exec --detach --cwd /tmp/www -- python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1
-  "$ctl" forward 0 127.0.0.1:8000 >"$w/fwd.out" 2>&1 &
+  web=$("$ctl" exec --detach --cwd /tmp/www -- python3 -m http.server 8000 --bind 127.0.0.1 2>/dev/null)
+  # The server answers inside the guest before the host tries.
+  inside=$("$ctl" exec -- python3 -c 'import time, urllib.request
+for _ in range(60):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:8000/hello.txt", timeout=5).read().decode().strip()); break
+    except OSError: time.sleep(0.5)' 2>&1)
+  check "the guest's http.server answers inside the guest" "served-$token" "$inside"
+  "$ctl" forward 0 127.0.0.1:8000 >"$logdir/fwd.out" 2>&1 &
   fwd=$!
   port=
   for _ in $(seq 1 100); do
-    port=$(sed -n 's/^forwarding 127.0.0.1:\([0-9]*\) .*/\1/p' "$w/fwd.out"); [ -n "$port" ] && break; sleep 0.1
+    port=$(sed -n 's/^forwarding 127.0.0.1:\([0-9]*\) .*/\1/p' "$logdir/fwd.out"); [ -n "$port" ] && break; sleep 0.1
   done
   body=
   for _ in $(seq 1 60); do
-    body=$(curl -sf --max-time 10 "http://127.0.0.1:$port/hello.txt") && break
+    body=$(curl -sSf --max-time 10 "http://127.0.0.1:$port/hello.txt" 2>>"$logdir/curl.err") && break
     sleep 1
   done
   check "the guest's http.server reached through 'sbx-agentctl forward' (port $port)" "served-$token" "$body"
   kill "$fwd"; wait "$fwd" 2>/dev/null
+  [ -n "$body" ] || { echo "forward output:"; cat "$logdir/fwd.out"; tail -n 3 "$logdir/curl.err"; \
+    "$ctl" attach --no-follow "$web" 2>&1 | tail -n 5; }
 
   # /etc/sandboxer/env reaches later commands.
   "$ctl" get /etc/sandboxer/env "$w/env" 2>/dev/null || : >"$w/env"
