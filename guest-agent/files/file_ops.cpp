@@ -47,7 +47,9 @@ Result<void> file_read(Session& session, const Json& request) {
     }
     ::posix_fadvise(fd->get(), *offset, 0, POSIX_FADV_SEQUENTIAL);
     FrameStream& stream = session.stream();
-    if (auto r = stream.write_message(Json{{"type", "started"}, {"size", st.st_size}, {"mode", st.st_mode & 07777}}); !r) {
+    if (auto r = stream.write_message(
+            Json{{"type", "started"}, {"size", st.st_size}, {"mode", st.st_mode & 07777}});
+        !r) {
         return r;
     }
     // Read to the end rather than to st_size: /proc files say 0 and have more.
@@ -67,7 +69,9 @@ Result<void> file_read(Session& session, const Json& request) {
         if (n == 0) {
             break;
         }
-        if (auto r = stream.write_data(Channel::Content, sent, std::span(buffer).first(static_cast<std::size_t>(n))); !r) {
+        if (auto r = stream.write_data(Channel::Content, sent,
+                                       std::span(buffer).first(static_cast<std::size_t>(n)));
+            !r) {
             return r;
         }
         position += n;
@@ -97,8 +101,8 @@ public:
             }
             // The name fits NAME_MAX even for a 255-byte target name.
             t.temp_ = fmt::format(".{}.sbx-{:016x}", name.substr(0, 200), random);
-            t.fd_.reset(::openat(t.dir_.get(), t.temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                 0600));
+            t.fd_.reset(::openat(t.dir_.get(), t.temp_.c_str(),
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (!t.fd_ && errno != EEXIST) {
                 return sys_error("creating a temporary file next to {}", path);
             }
@@ -115,7 +119,8 @@ public:
         t.dir_ = std::move(dir);
         t.name_ = name;
         t.path_ = path;
-        t.fd_.reset(::openat(t.dir_.get(), name.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+        t.fd_.reset(
+            ::openat(t.dir_.get(), name.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
         t.created_ = t.fd_.valid();
         if (!t.fd_ && errno == EEXIST) {
             t.fd_.reset(::openat(t.dir_.get(), name.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));

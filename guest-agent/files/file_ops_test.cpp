@@ -86,10 +86,11 @@ TEST_CASE_FIXTURE(FilesFixture, "300 MiB streams both ways with flat memory") {
 
     StreamHash hash;
     auto t2 = std::chrono::steady_clock::now();
-    auto read = files::read_file(client, path("big"), [&](std::span<const std::uint8_t> bytes) -> Result<void> {
-        hash.update(bytes);
-        return ok();
-    });
+    auto read =
+        files::read_file(client, path("big"), [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+            hash.update(bytes);
+            return ok();
+        });
     auto t3 = std::chrono::steady_clock::now();
     REQUIRE(read.has_value());
     CHECK(*read == kSize);
@@ -244,16 +245,18 @@ TEST_CASE_FIXTURE(FilesFixture, "missing paths and directories are errors and th
 }
 
 TEST_CASE_FIXTURE(FilesFixture, "bad fields are bad_request") {
-    for (const Json& fields : {Json{{"path", 5}}, Json::object(), Json{{"path", "relative/path"}},
-                               Json{{"path", std::string("/tmp/a\0b", 8)}}, Json{{"path", "/x"}, {"offset", -1}},
-                               Json{{"path", "/x"}, {"length", "ten"}}}) {
+    for (const Json& fields :
+         {Json{{"path", 5}}, Json::object(), Json{{"path", "relative/path"}},
+          Json{{"path", std::string("/tmp/a\0b", 8)}}, Json{{"path", "/x"}, {"offset", -1}},
+          Json{{"path", "/x"}, {"length", "ten"}}}) {
         auto r = client.call("file_read", fields);
         REQUIRE_FALSE(r);
         CHECK_MESSAGE(error_code(r.error()) == "bad_request", fields.dump());
     }
-    for (const Json& fields : {Json{{"path", path("f")}, {"mode", 010000}}, Json{{"path", path("f")}, {"mode", "644"}},
-                               Json{{"path", path("f")}, {"uid", -1}}, Json{{"path", path("f")}, {"mkdirs", 1}},
-                               Json{{"path", path("f")}, {"user", 7}}}) {
+    for (const Json& fields :
+         {Json{{"path", path("f")}, {"mode", 010000}}, Json{{"path", path("f")}, {"mode", "644"}},
+          Json{{"path", path("f")}, {"uid", -1}}, Json{{"path", path("f")}, {"mkdirs", 1}},
+          Json{{"path", path("f")}, {"user", 7}}}) {
         auto r = client.call("file_write", fields);
         REQUIRE_FALSE(r);
         CHECK_MESSAGE(error_code(r.error()) == "bad_request", fields.dump());
@@ -266,24 +269,25 @@ TEST_CASE_FIXTURE(FilesFixture, "bad fields are bad_request") {
 TEST_CASE_FIXTURE(FilesFixture, "a reader during a slow write sees the old file, then the new one") {
     spit(path("config"), "old content");
     int calls = 0;
-    auto written = files::write_file(client, path("config"), [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-        ++calls;
-        if (calls == 1) {
-            std::fill_n(buffer.begin(), 1000, 'n');
-            return 1000;
-        }
-        if (calls == 2) {
-            // Mid-write: the bytes so far sit in the temporary file only.
-            for (int i = 0; i < 100 && temp_files(work.path).empty(); ++i) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto written =
+        files::write_file(client, path("config"), [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+            ++calls;
+            if (calls == 1) {
+                std::fill_n(buffer.begin(), 1000, 'n');
+                return 1000;
             }
-            CHECK(slurp(path("config")) == "old content");
-            CHECK(temp_files(work.path).size() == 1);
-            std::fill_n(buffer.begin(), 24, 'n');
-            return 24;
-        }
-        return 0;
-    });
+            if (calls == 2) {
+                // Mid-write: the bytes so far sit in the temporary file only.
+                for (int i = 0; i < 100 && temp_files(work.path).empty(); ++i) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                }
+                CHECK(slurp(path("config")) == "old content");
+                CHECK(temp_files(work.path).size() == 1);
+                std::fill_n(buffer.begin(), 24, 'n');
+                return 24;
+            }
+            return 0;
+        });
     REQUIRE(written.has_value());
     CHECK(*written == 1024);
     CHECK(slurp(path("config")) == std::string(1024, 'n'));
@@ -293,13 +297,14 @@ TEST_CASE_FIXTURE(FilesFixture, "a reader during a slow write sees the old file,
 TEST_CASE_FIXTURE(FilesFixture, "a cancelled write leaves the old file and no temporary") {
     spit(path("keep"), "precious");
     int calls = 0;
-    auto r = files::write_file(client, path("keep"), [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-        if (++calls == 1) {
-            std::fill_n(buffer.begin(), buffer.size(), 'x');
-            return buffer.size();
-        }
-        return make_error("the local disk went away");
-    });
+    auto r =
+        files::write_file(client, path("keep"), [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+            if (++calls == 1) {
+                std::fill_n(buffer.begin(), buffer.size(), 'x');
+                return buffer.size();
+            }
+            return make_error("the local disk went away");
+        });
     REQUIRE_FALSE(r);
     CHECK(r.error().message == "the local disk went away");
     CHECK(slurp(path("keep")) == "precious");
@@ -400,7 +405,8 @@ TEST_CASE_FIXTURE(FilesFixture, "a broken frame mid-upload ends the session with
 // Transfer rates over the socket pair without disk or test-side hashing in
 // the way: a file on tmpfs, a constant source, a counting sink. Run with
 // SBX_FILES_BENCH=1 (an optimized build means something).
-TEST_CASE_FIXTURE(FilesFixture, "throughput over the socket pair" * doctest::skip(std::getenv("SBX_FILES_BENCH") == nullptr)) {
+TEST_CASE_FIXTURE(FilesFixture, "throughput over the socket pair" *
+                                    doctest::skip(std::getenv("SBX_FILES_BENCH") == nullptr)) {
     TinyTmpfs memory("size=1200m");
     if (!memory.mounted()) {
         MESSAGE("skipped: cannot mount a tmpfs here");
@@ -412,22 +418,34 @@ TEST_CASE_FIXTURE(FilesFixture, "throughput over the socket pair" * doctest::ski
         ::unlink(target.c_str());  // room for the next temporary file
         std::uint64_t produced = 0;
         auto t0 = std::chrono::steady_clock::now();
-        auto up = files::write_file(client, target, [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), kSize - produced));
-            std::memset(buffer.data(), 'b', n);  // touch the bytes, as a real source would
-            produced += n;
-            return n;
-        });
+        auto up =
+            files::write_file(client, target, [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+                const auto n =
+                    static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), kSize - produced));
+                std::memset(buffer.data(), 'b', n);  // touch the bytes, as a real source would
+                produced += n;
+                return n;
+            });
         auto t1 = std::chrono::steady_clock::now();
         REQUIRE_MESSAGE(up.has_value(), (up ? "" : up.error().to_string()));
         std::uint64_t consumed = 0;
-        auto down = files::read_file(client, target, [&](std::span<const std::uint8_t> bytes) -> Result<void> {
-            consumed += bytes.size();
-            return ok();
-        });
+        auto down =
+            files::read_file(client, target, [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+                consumed += bytes.size();
+                return ok();
+            });
         auto t2 = std::chrono::steady_clock::now();
         REQUIRE(down.has_value());
-        MESSAGE("1 GiB on tmpfs: host->guest ", mib_per_s(kSize, t1 - t0), " MiB/s (fsync included), guest->host ",
-                mib_per_s(consumed, t2 - t1), " MiB/s");
+        std::uint64_t archived = 0;
+        auto tar = files::get_tar(client, memory.dir.path.string(),
+                                  [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+                                      archived += bytes.size();
+                                      return ok();
+                                  });
+        auto t3 = std::chrono::steady_clock::now();
+        REQUIRE(tar.has_value());
+        MESSAGE("1 GiB on tmpfs: file_write ", mib_per_s(kSize, t1 - t0),
+                " MiB/s (fsync included), file_read ", mib_per_s(consumed, t2 - t1), " MiB/s, tar_get ",
+                mib_per_s(archived, t3 - t2), " MiB/s");
     }
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include "guest-agent/files/tree_extractor.hpp"
 #include "guest-agent/files/tree_writer.hpp"
@@ -165,7 +166,8 @@ Result<Json> upload(AgentClient& client, const ChunkSource& source) {
             break;
         }
         if (*n > buffer.size()) {
-            return sender.cancel(make_error("the source claims {} bytes in a {}-byte buffer", *n, buffer.size()));
+            return sender.cancel(
+                make_error("the source claims {} bytes in a {}-byte buffer", *n, buffer.size()));
         }
         if (auto r = sender.send(std::span(buffer).first(*n)); !r) {
             return r.error();
@@ -231,8 +233,8 @@ Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path
     return received;
 }
 
-Result<std::uint64_t> read_file_to(AgentClient& client, std::string_view guest_path, const std::string& local_path,
-                                   ReadRange range) {
+Result<std::uint64_t> read_file_to(AgentClient& client, std::string_view guest_path,
+                                   const std::string& local_path, ReadRange range) {
     auto out = UniqueFd::open(local_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!out) {
         return out.error();
@@ -286,8 +288,8 @@ Result<std::uint64_t> write_file(AgentClient& client, std::string_view guest_pat
     return get_count(*result, "bytes");
 }
 
-Result<std::uint64_t> write_file_from(AgentClient& client, const std::string& local_path, std::string_view guest_path,
-                                      WriteOptions options) {
+Result<std::uint64_t> write_file_from(AgentClient& client, const std::string& local_path,
+                                      std::string_view guest_path, WriteOptions options) {
     auto in = UniqueFd::open(local_path, O_RDONLY);
     if (!in) {
         return in.error();
@@ -303,8 +305,8 @@ Result<std::uint64_t> write_file_from(AgentClient& client, const std::string& lo
     return write_file(client, guest_path, fd_source(in->get(), local_path), options);
 }
 
-Result<std::uint64_t> write_file_text(AgentClient& client, std::string_view guest_path, std::string_view content,
-                                      const WriteOptions& options) {
+Result<std::uint64_t> write_file_text(AgentClient& client, std::string_view guest_path,
+                                      std::string_view content, const WriteOptions& options) {
     return write_file(
         client, guest_path,
         [&content](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
@@ -331,8 +333,13 @@ Result<FileInfo> stat(AgentClient& client, std::string_view guest_path, bool fol
     if (!kind || !size || !mode || !uid || !gid || !mtime || !target) {
         return make_error("malformed stat reply from the agent");
     }
-    return FileInfo{*kind, *size, static_cast<std::uint32_t>(*mode), static_cast<std::uint32_t>(*uid),
-                    static_cast<std::uint32_t>(*gid), *mtime, *target};
+    return FileInfo{*kind,
+                    *size,
+                    static_cast<std::uint32_t>(*mode),
+                    static_cast<std::uint32_t>(*uid),
+                    static_cast<std::uint32_t>(*gid),
+                    *mtime,
+                    *target};
 }
 
 Result<std::vector<DirEntry>> list(AgentClient& client, std::string_view guest_path) {
@@ -381,7 +388,8 @@ Result<void> make_dir(AgentClient& client, std::string_view guest_path, const Mk
 }
 
 Result<void> remove(AgentClient& client, std::string_view guest_path, bool recursive) {
-    auto reply = expect(client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
+    auto reply =
+        expect(client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
@@ -399,15 +407,17 @@ Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path, cons
     auto result = receive_download(client, sink, std::nullopt, received);
     auto bytes = result ? get_count(*result, "bytes") : Result<std::uint64_t>(received);
     if (result && (!bytes || *bytes != received)) {
-        return make_error("tar_get of {}: the agent counted {} bytes, {} arrived", guest_path, bytes ? *bytes : 0,
-                          received);
+        return make_error("tar_get of {}: the agent counted {} bytes, {} arrived", guest_path,
+                          bytes ? *bytes : 0, received);
     }
     return tar_result(result, received);
 }
 
 Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, const std::string& local_dir) {
-    if (::mkdir(local_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-        return sys_error("mkdir {}", local_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(local_dir, ec);
+    if (ec) {
+        return errno_error(fmt::format("creating {}", local_dir), ec.value());
     }
     auto root = UniqueFd::open(local_dir, O_RDONLY | O_DIRECTORY);
     if (!root) {
@@ -416,7 +426,8 @@ Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, con
     // The guest is untrusted: its set-id bits and owners are not kept.
     TreeExtractor extractor(root->get(), ExtractOptions{std::nullopt, std::nullopt, 01777});
     tar::TarReader reader(extractor);
-    auto result = get_tar(client, guest_path, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); });
+    auto result =
+        get_tar(client, guest_path, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); });
     if (!result) {
         return result;
     }
@@ -463,7 +474,8 @@ Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, s
         return ready.error();
     }
     UploadSender sender(client);
-    tar::TarWriter writer([&](std::span<const std::uint8_t> bytes) { return sender.send(bytes); }, kMaxDataPayload);
+    tar::TarWriter writer([&](std::span<const std::uint8_t> bytes) { return sender.send(bytes); },
+                          kMaxDataPayload);
     auto stats = write_tree(writer, *root);
     Result<void> finished = stats ? writer.finish() : Result<void>(stats.error());
     if (!finished) {

@@ -29,8 +29,8 @@ struct ReadRange {
 };
 
 // file_read: streams the guest file to `sink`; returns the bytes received.
-[[nodiscard]] Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path, const ChunkSink& sink,
-                                              ReadRange range = {});
+[[nodiscard]] Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path,
+                                              const ChunkSink& sink, ReadRange range = {});
 // Into a local file (created or truncated).
 [[nodiscard]] Result<std::uint64_t> read_file_to(AgentClient& client, std::string_view guest_path,
                                                  const std::string& local_path, ReadRange range = {});
@@ -39,7 +39,7 @@ struct ReadRange {
                                                  std::size_t max_bytes = 16 << 20);
 
 struct Ownership {
-    std::string user;  // a name or uid in the guest's /etc/passwd (its uid and primary gid)
+    std::string user;                  // a name or uid in the guest's /etc/passwd (its uid and primary gid)
     std::optional<std::uint32_t> uid;  // these win over the user's
     std::optional<std::uint32_t> gid;
 };
@@ -58,7 +58,8 @@ struct WriteOptions {
 [[nodiscard]] Result<std::uint64_t> write_file_from(AgentClient& client, const std::string& local_path,
                                                     std::string_view guest_path, WriteOptions options = {});
 [[nodiscard]] Result<std::uint64_t> write_file_text(AgentClient& client, std::string_view guest_path,
-                                                    std::string_view content, const WriteOptions& options = {});
+                                                    std::string_view content,
+                                                    const WriteOptions& options = {});
 
 struct FileInfo {
     std::string kind;  // "file", "dir", "symlink" or "other"
@@ -86,7 +87,8 @@ struct MkdirOptions {
     bool parents = true;
     Ownership owner;
 };
-[[nodiscard]] Result<void> make_dir(AgentClient& client, std::string_view guest_path, const MkdirOptions& options = {});
+[[nodiscard]] Result<void> make_dir(AgentClient& client, std::string_view guest_path,
+                                    const MkdirOptions& options = {});
 [[nodiscard]] Result<void> remove(AgentClient& client, std::string_view guest_path, bool recursive = false);
 [[nodiscard]] Result<void> rename(AgentClient& client, std::string_view from, std::string_view to);
 
@@ -96,19 +98,22 @@ struct TarResult {
     std::uint64_t skipped = 0;  // devices, fifos, sockets: not transferred
 };
 
-// tar_get, extracted into local_dir (created if missing) with the same
-// safety rules as the agent's tar_put; set-id bits are dropped and files
-// belong to the calling process. If extraction fails, the rest of the
-// archive is drained so the connection stays usable, and the error returned.
-[[nodiscard]] Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, const std::string& local_dir);
+// tar_get, extracted into local_dir (created with its parents if missing)
+// with the same safety rules as the agent's tar_put; set-id bits are
+// dropped and files belong to the calling process. If extraction fails,
+// the rest of the archive is drained so the connection stays usable, and
+// the error returned.
+[[nodiscard]] Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path,
+                                         const std::string& local_dir);
 // tar_put of a local directory's contents (or of one file) into guest_dir.
-[[nodiscard]] Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, std::string_view guest_dir,
-                                         const Ownership& owner = {});
+[[nodiscard]] Result<TarResult> put_tree(AgentClient& client, const std::string& local_path,
+                                         std::string_view guest_dir, const Ownership& owner = {});
 
 // The raw archives, for callers with their own tar handling: tar_get's
 // stream into `sink`, and tar_put fed from `source`.
-[[nodiscard]] Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path, const ChunkSink& sink);
-[[nodiscard]] Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir, const ChunkSource& source,
-                                        const Ownership& owner = {});
+[[nodiscard]] Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path,
+                                        const ChunkSink& sink);
+[[nodiscard]] Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir,
+                                        const ChunkSource& source, const Ownership& owner = {});
 
 }  // namespace sbx::agent::files

@@ -88,12 +88,13 @@ inline std::uint64_t file_hash(const fs::path& path) {
 
 // A source producing `size` pattern bytes.
 inline files::ChunkSource pattern_source(std::uint64_t size, std::uint64_t seed) {
-    return [size, seed, done = std::uint64_t{0}](std::span<std::uint8_t> buffer) mutable -> Result<std::size_t> {
-        auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - done));
-        fill_pattern(buffer.first(n), done, seed);
-        done += n;
-        return n;
-    };
+    return
+        [size, seed, done = std::uint64_t{0}](std::span<std::uint8_t> buffer) mutable -> Result<std::size_t> {
+            auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), size - done));
+            fill_pattern(buffer.first(n), done, seed);
+            done += n;
+            return n;
+        };
 }
 
 inline void write_pattern_file(const fs::path& path, std::uint64_t size, std::uint64_t seed) {
@@ -147,7 +148,9 @@ inline std::uint64_t peak_rss() {
 struct TinyTmpfs {
     TempDir dir;
     bool ok = false;
-    explicit TinyTmpfs(const char* size = "size=1m") { ok = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, size) == 0; }
+    explicit TinyTmpfs(const char* size = "size=1m") {
+        ok = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, size) == 0;
+    }
     ~TinyTmpfs() {
         if (ok) {
             ::umount2(dir.path.c_str(), MNT_DETACH);

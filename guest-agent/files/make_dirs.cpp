@@ -31,7 +31,8 @@ Result<void> make_dirs(const std::string& path, std::uint32_t mode, const Owner&
         if (!next) {
             if (errno == ENOTDIR) {
                 const bool last = rest.find_first_not_of('/') == std::string_view::npos;
-                return errno_error(fmt::format("{} exists and is not a directory", walked), last ? EEXIST : ENOTDIR);
+                return errno_error(fmt::format("{} exists and is not a directory", walked),
+                                   last ? EEXIST : ENOTDIR);
             }
             return sys_error("opening {}", walked);
         }

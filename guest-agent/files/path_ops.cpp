@@ -41,12 +41,9 @@ Result<void> stat_op(Session& session, const Json& request) {
     if ((*follow ? ::stat(path->c_str(), &st) : ::lstat(path->c_str(), &st)) != 0) {
         return sys_error("{}", *path);
     }
-    Json reply{{"type", "result"},
-               {"kind", kind_of(st.st_mode)},
-               {"size", st.st_size},
-               {"mode", st.st_mode & 07777},
-               {"uid", st.st_uid},
-               {"gid", st.st_gid},
+    Json reply{{"type", "result"},          {"kind", kind_of(st.st_mode)},
+               {"size", st.st_size},        {"mode", st.st_mode & 07777},
+               {"uid", st.st_uid},          {"gid", st.st_gid},
                {"mtime", st.st_mtim.tv_sec}};
     if (S_ISLNK(st.st_mode)) {
         std::string target(4096, '\0');
@@ -75,8 +72,8 @@ Result<void> list_op(Session& session, const Json& request) {
     }
     FrameStream& stream = session.stream();
     if (names->size() > kMaxListEntries) {
-        return stream.write_message(error_message(
-            code::kLimit, fmt::format("{} has more than {} entries", *path, kMaxListEntries)));
+        return stream.write_message(
+            error_message(code::kLimit, fmt::format("{} has more than {} entries", *path, kMaxListEntries)));
     }
     // Batches of {"type":"entries"}, the last one in the final result.
     Json batch = Json::array();
@@ -181,7 +178,8 @@ Result<void> remove_op(Session& session, const Json& request) {
     if (name.empty() || name == "." || name == "..") {
         return make_error("refusing to remove {}", *path);
     }
-    auto parent = UniqueFd::open(slash == 0 ? "/" : std::string(trimmed.substr(0, slash)), O_RDONLY | O_DIRECTORY);
+    auto parent =
+        UniqueFd::open(slash == 0 ? "/" : std::string(trimmed.substr(0, slash)), O_RDONLY | O_DIRECTORY);
     if (!parent) {
         return parent.error();
     }

@@ -126,8 +126,8 @@ Result<void> apply_owner(int fd, const Owner& owner) {
     if (!owner.any()) {
         return ok();
     }
-    if (::fchown(fd, owner.uid ? *owner.uid : static_cast<uid_t>(-1), owner.gid ? *owner.gid : static_cast<gid_t>(-1)) !=
-        0) {
+    if (::fchown(fd, owner.uid ? *owner.uid : static_cast<uid_t>(-1),
+                 owner.gid ? *owner.gid : static_cast<gid_t>(-1)) != 0) {
         return sys_error("chown");
     }
     return ok();

@@ -14,7 +14,8 @@ namespace sbx::agent::files {
 // A guest path: a non-empty absolute path without NUL bytes.
 [[nodiscard]] Result<std::string> get_path(const Json& request, std::string_view key);
 // Permission bits, 0 to 07777.
-[[nodiscard]] Result<std::uint32_t> get_mode(const Json& request, std::string_view key, std::uint32_t fallback);
+[[nodiscard]] Result<std::uint32_t> get_mode(const Json& request, std::string_view key,
+                                             std::uint32_t fallback);
 
 // Who owns what an op creates; unset parts stay the agent's (root).
 struct Owner {

@@ -43,8 +43,10 @@ Result<void> tar_get(Session& session, const Json& request) {
     if (auto r = stream.write_eof(Channel::Content); !r) {
         return r;
     }
-    return stream.write_message(
-        Json{{"type", "result"}, {"bytes", writer.bytes()}, {"entries", stats->entries}, {"skipped", stats->skipped}});
+    return stream.write_message(Json{{"type", "result"},
+                                     {"bytes", writer.bytes()},
+                                     {"entries", stats->entries},
+                                     {"skipped", stats->skipped}});
 }
 
 Result<void> tar_put(Session& session, const Json& request) {

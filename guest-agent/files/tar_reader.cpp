@@ -26,7 +26,9 @@ constexpr Field kPrefix{345, 155};
 // No entry is bigger than this; keeps size arithmetic far from overflow.
 constexpr std::uint64_t kMaxEntrySize = std::uint64_t{1} << 62;
 
-std::uint64_t padding_of(std::uint64_t size) { return (kBlock - size % kBlock) % kBlock; }
+std::uint64_t padding_of(std::uint64_t size) {
+    return (kBlock - size % kBlock) % kBlock;
+}
 
 std::string text_field(const Block& block, Field field) {
     const auto* begin = reinterpret_cast<const char*>(block.data() + field.offset);
@@ -83,7 +85,8 @@ bool checksum_matches(const Block& block, std::uint64_t stored) {
 }
 
 Result<std::uint64_t> decimal(std::string_view text, std::string_view what) {
-    if (text.empty() || text.size() > 19 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (text.empty() || text.size() > 19 ||
+        !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return make_error("PAX {} \"{}\" is not a number", what, text.substr(0, 40));
     }
     std::uint64_t value = 0;
@@ -141,23 +144,23 @@ Result<void> TarReader::feed(std::span<const std::uint8_t> bytes) {
     while (!bytes.empty()) {
         std::size_t n = 0;
         switch (state_) {
-        case State::Header:
-            if (block_used_ == 0) {
-                position_ = consumed_;
-            }
-            n = std::min(bytes.size(), kBlock - block_used_);
-            std::memcpy(block_.data() + block_used_, bytes.data(), n);
-            block_used_ += n;
-            break;
-        case State::Content:
-        case State::Meta:
-        case State::Skip:
-            n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), remaining_));
-            remaining_ -= n;
-            break;
-        case State::End:
-            n = bytes.size();
-            break;
+            case State::Header:
+                if (block_used_ == 0) {
+                    position_ = consumed_;
+                }
+                n = std::min(bytes.size(), kBlock - block_used_);
+                std::memcpy(block_.data() + block_used_, bytes.data(), n);
+                block_used_ += n;
+                break;
+            case State::Content:
+            case State::Meta:
+            case State::Skip:
+                n = static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), remaining_));
+                remaining_ -= n;
+                break;
+            case State::End:
+                n = bytes.size();
+                break;
         }
         const auto piece = bytes.first(n);
         bytes = bytes.subspan(n);
@@ -224,7 +227,8 @@ Result<void> TarReader::on_header() {
     if (typeflag == 'x' || typeflag == 'g' || typeflag == 'L' || typeflag == 'K') {
         if (*size > kMaxMetaSize) {
             return fail(make_error("a {} header of {} bytes (the limit is {})",
-                                   typeflag == 'L' || typeflag == 'K' ? "GNU long name" : "PAX", *size, kMaxMetaSize));
+                                   typeflag == 'L' || typeflag == 'K' ? "GNU long name" : "PAX", *size,
+                                   kMaxMetaSize));
         }
         meta_.clear();
         meta_type_ = static_cast<std::uint8_t>(typeflag);
@@ -266,13 +270,23 @@ Result<void> TarReader::on_header() {
         return fail(make_error("entry \"{}\" claims {} bytes", entry.path, entry.size));
     }
     switch (typeflag) {
-    case '0':
-    case '\0':
-    case '7': entry.type = EntryType::File; break;
-    case '1': entry.type = EntryType::HardLink; break;
-    case '2': entry.type = EntryType::Symlink; break;
-    case '5': entry.type = EntryType::Directory; break;
-    default: entry.type = EntryType::Other; break;  // devices, fifos, GNU extensions
+        case '0':
+        case '\0':
+        case '7':
+            entry.type = EntryType::File;
+            break;
+        case '1':
+            entry.type = EntryType::HardLink;
+            break;
+        case '2':
+            entry.type = EntryType::Symlink;
+            break;
+        case '5':
+            entry.type = EntryType::Directory;
+            break;
+        default:
+            entry.type = EntryType::Other;
+            break;  // devices, fifos, GNU extensions
     }
     ++entries_;
     if (auto r = handler_.begin_entry(entry); !r) {

@@ -69,9 +69,9 @@ void check_same(const std::map<std::string, Node>& a, const std::map<std::string
             FAIL_CHECK("missing: ", path);
             continue;
         }
-        CHECK_MESSAGE(node == it->second, path, ": type ", node.type, "/", it->second.type, " mode ", node.mode, "/",
-                      it->second.mode, " size ", node.size, "/", it->second.size, " mtime ", node.mtime, "/",
-                      it->second.mtime);
+        CHECK_MESSAGE(node == it->second, path, ": type ", node.type, "/", it->second.type, " mode ",
+                      node.mode, "/", it->second.mode, " size ", node.size, "/", it->second.size, " mtime ",
+                      node.mtime, "/", it->second.mtime);
     }
 }
 
@@ -142,7 +142,8 @@ struct ArchiveBuilder {
     ArchiveBuilder& dir(std::string path) {
         return add(tar::Entry{std::move(path), tar::EntryType::Directory, 0755, 0, 0, 0, 0, 0, {}});
     }
-    ArchiveBuilder& link(std::string path, std::string target, tar::EntryType type = tar::EntryType::Symlink) {
+    ArchiveBuilder& link(std::string path, std::string target,
+                         tar::EntryType type = tar::EntryType::Symlink) {
         return add(tar::Entry{std::move(path), type, 0777, 0, 0, 0, 0, 0, std::move(target)});
     }
     std::vector<std::uint8_t> done() {
@@ -152,7 +153,8 @@ struct ArchiveBuilder {
 };
 
 files::ChunkSource bytes_source(std::vector<std::uint8_t> data) {
-    return [data = std::move(data), pos = std::size_t{0}](std::span<std::uint8_t> buffer) mutable -> Result<std::size_t> {
+    return [data = std::move(data),
+            pos = std::size_t{0}](std::span<std::uint8_t> buffer) mutable -> Result<std::size_t> {
         const std::size_t n = std::min(buffer.size(), data.size() - pos);
         std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(pos), n, buffer.begin());
         pos += n;
@@ -184,7 +186,9 @@ struct Recorder final : tar::TarEntryHandler {
     Result<void> end_entry() override { return ok(); }
 };
 
-bool have_gnu_tar() { return std::system("tar --version >/dev/null 2>&1") == 0; }
+bool have_gnu_tar() {
+    return std::system("tar --version >/dev/null 2>&1") == 0;
+}
 
 }  // namespace
 
@@ -206,7 +210,7 @@ TEST_CASE_FIXTURE(TarFixture, "a tree goes up and comes back with names, links, 
         CHECK_MESSAGE(node.uid == 1000, path);
     }
 
-    const fs::path back = work.path / "back";
+    const fs::path back = work.path / "back" / "here";  // parents created too
     auto get = files::get_tree(client, guest, back.string());
     REQUIRE_MESSAGE(get.has_value(), (get ? "" : get.error().to_string()));
     CHECK(get->entries == original.size());
@@ -226,8 +230,8 @@ TEST_CASE_FIXTURE(TarFixture, "tar_get of a single file, of nothing, and skipped
     CHECK(one->entries == 1);
     CHECK(slurp(work.path / "out" / "one.txt") == "just me");
 
-    CHECK(error_code(files::get_tree(client, (work.path / "missing").string(), (work.path / "o2").string()).error()) ==
-          "not_found");
+    CHECK(error_code(files::get_tree(client, (work.path / "missing").string(), (work.path / "o2").string())
+                         .error()) == "not_found");
 
     fs::create_directory(work.path / "special");
     REQUIRE(::mkfifo((work.path / "special" / "fifo").c_str(), 0600) == 0);
@@ -260,8 +264,8 @@ TEST_CASE_FIXTURE(TarFixture, "GNU tar reads our archives and we read GNU tar's"
         CHECK(got->bytes == fs::file_size(ours));
     }
     fs::create_directory(work.path / "by-gnu");
-    REQUIRE(std::system(fmt::format("tar -C '{}' -xpf '{}'", (work.path / "by-gnu").string(), ours.string()).c_str()) ==
-            0);
+    REQUIRE(std::system(fmt::format("tar -C '{}' -xpf '{}'", (work.path / "by-gnu").string(), ours.string())
+                            .c_str()) == 0);
     check_same(original, snapshot(work.path / "by-gnu"));
 
     // GNU tar -> ours, in its own format (long names as 'L' entries) and in PAX.
@@ -362,7 +366,8 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
     auto unended = ArchiveBuilder().file("whole", "w").bytes;
     std::vector<std::uint8_t> garbage(4096);
     fill_pattern(garbage, 0, 5);
-    tar::Entry pax_nul{std::string("nul\0name", 8) + std::string(100, 'n'), tar::EntryType::File, 0644, 0, 0, 0, 0, 0, {}};
+    tar::Entry pax_nul{
+        std::string("nul\0name", 8) + std::string(100, 'n'), tar::EntryType::File, 0644, 0, 0, 0, 0, 0, {}};
 
     struct Case {
         const char* what;
@@ -373,13 +378,19 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
         {"absolute path", ArchiveBuilder().file("/etc/sbx-evil", "x").done(), "absolute"},
         {"dot-dot", ArchiveBuilder().file("../outside/evil", "x").done(), ".."},
         {"dot-dot inside", ArchiveBuilder().file("sub/../../outside/evil", "x").done(), ".."},
-        {"absolute symlink", ArchiveBuilder().link("esc", outside.string()).file("esc/evil", "x").done(), "absolute"},
-        {"escaping symlink", ArchiveBuilder().link("esc", "../outside").file("esc/evil", "x").done(), "outside"},
+        {"absolute symlink", ArchiveBuilder().link("esc", outside.string()).file("esc/evil", "x").done(),
+         "absolute"},
+        {"escaping symlink", ArchiveBuilder().link("esc", "../outside").file("esc/evil", "x").done(),
+         "outside"},
         {"climb after a name", ArchiveBuilder().link("sub/esc", "x/../../..").done(), "outside"},
-        {"file through an extracted symlink", ArchiveBuilder().link("in", "sub").file("in/evil", "x").done(), "symlink"},
-        {"file through an existing symlink", ArchiveBuilder().file("pre-existing/evil", "x").done(), "symlink"},
-        {"hard link out", ArchiveBuilder().link("h", "../outside/precious", tar::EntryType::HardLink).done(), ".."},
-        {"hard link absolute", ArchiveBuilder().link("h", "/etc/passwd", tar::EntryType::HardLink).done(), "absolute"},
+        {"file through an extracted symlink", ArchiveBuilder().link("in", "sub").file("in/evil", "x").done(),
+         "symlink"},
+        {"file through an existing symlink", ArchiveBuilder().file("pre-existing/evil", "x").done(),
+         "symlink"},
+        {"hard link out", ArchiveBuilder().link("h", "../outside/precious", tar::EntryType::HardLink).done(),
+         ".."},
+        {"hard link absolute", ArchiveBuilder().link("h", "/etc/passwd", tar::EntryType::HardLink).done(),
+         "absolute"},
         {"hard link through a symlink",
          ArchiveBuilder().link("h", "pre-existing/precious", tar::EntryType::HardLink).done(), "symlink"},
         {"truncated", truncated, "truncated"},
@@ -406,7 +417,8 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
     CHECK_FALSE(fs::exists(target / "sub" / "evil"));
 
     // A file entry replaces a symlink at its name, never writing through it.
-    auto replace = files::put_tar(client, target.string(), bytes_source(ArchiveBuilder().file("pre-file", "mine").done()));
+    auto replace = files::put_tar(client, target.string(),
+                                  bytes_source(ArchiveBuilder().file("pre-file", "mine").done()));
     REQUIRE(replace.has_value());
     CHECK_FALSE(fs::is_symlink(target / "pre-file"));
     CHECK(slurp(target / "pre-file") == "mine");
@@ -420,7 +432,7 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
                            .file("dev", "")
                            .done();
     std::uint8_t* device = with_device.data() + 4 * tar::kBlock;  // after 2 + 1 + 1 blocks
-    device[156] = '3';  // a character device
+    device[156] = '3';                                            // a character device
     reseal(device);
     auto fine = files::put_tar(client, target.string(), bytes_source(with_device));
     REQUIRE_MESSAGE(fine.has_value(), (fine ? "" : fine.error().to_string()));

@@ -45,7 +45,8 @@ void put_octal(Block& block, Field field, std::uint64_t value) {
 
 // Copies up to the field's width; a name of exactly that width has no NUL.
 void put_text(Block& block, Field field, std::string_view text) {
-    std::copy_n(text.begin(), std::min(text.size(), field.width), block.begin() + static_cast<std::ptrdiff_t>(field.offset));
+    std::copy_n(text.begin(), std::min(text.size(), field.width),
+                block.begin() + static_cast<std::ptrdiff_t>(field.offset));
 }
 
 void set_checksum(Block& block) {
@@ -62,8 +63,8 @@ void set_checksum(Block& block) {
     block[kChecksum.offset + 6] = 0;
 }
 
-Block ustar_header(std::string_view name, char typeflag, std::uint32_t mode, std::uint64_t uid, std::uint64_t gid,
-                   std::uint64_t size, std::uint64_t mtime, std::string_view linkname) {
+Block ustar_header(std::string_view name, char typeflag, std::uint32_t mode, std::uint64_t uid,
+                   std::uint64_t gid, std::uint64_t size, std::uint64_t mtime, std::string_view linkname) {
     Block block{};
     put_text(block, kName, name);
     put_octal(block, kMode, mode & 07777);
@@ -97,14 +98,20 @@ void add_record(std::string& records, std::string_view key, std::string_view val
 
 char typeflag_of(EntryType type) {
     switch (type) {
-    case EntryType::Directory: return '5';
-    case EntryType::Symlink: return '2';
-    case EntryType::HardLink: return '1';
-    default: return '0';
+        case EntryType::Directory:
+            return '5';
+        case EntryType::Symlink:
+            return '2';
+        case EntryType::HardLink:
+            return '1';
+        default:
+            return '0';
     }
 }
 
-void append_block(std::vector<std::uint8_t>& out, const Block& block) { out.insert(out.end(), block.begin(), block.end()); }
+void append_block(std::vector<std::uint8_t>& out, const Block& block) {
+    out.insert(out.end(), block.begin(), block.end());
+}
 
 }  // namespace
 
@@ -143,7 +150,8 @@ std::vector<std::uint8_t> encode_header(const Entry& entry) {
     return out;
 }
 
-TarWriter::TarWriter(ByteSink sink, std::size_t chunk) : sink_(std::move(sink)), buffer_(std::max(chunk, kBlock)) {}
+TarWriter::TarWriter(ByteSink sink, std::size_t chunk)
+    : sink_(std::move(sink)), buffer_(std::max(chunk, kBlock)) {}
 
 Result<void> TarWriter::flush_if_full() {
     if (used_ < buffer_.size()) {
@@ -193,7 +201,8 @@ Result<void> TarWriter::add_file(const Entry& entry, int fd) {
     // Read straight into the output buffer: one copy from the file to the sink.
     std::uint64_t remaining = entry.size;
     while (remaining > 0) {
-        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, buffer_.size() - used_));
+        const std::size_t want =
+            static_cast<std::size_t>(std::min<std::uint64_t>(remaining, buffer_.size() - used_));
         const ssize_t n = ::read(fd, buffer_.data() + used_, want);
         if (n < 0) {
             if (errno == EINTR) {

@@ -37,7 +37,8 @@ Result<void> check_symlink_target(std::size_t depth, std::string_view target, co
         return make_error("entry \"{}\": empty or invalid symlink target", shown);
     }
     if (target.starts_with('/')) {
-        return make_error("entry \"{}\": refusing a symlink to an absolute path ({})", shown, shown_path(target));
+        return make_error("entry \"{}\": refusing a symlink to an absolute path ({})", shown,
+                          shown_path(target));
     }
     bool descended = false;
     for (std::string_view part : split(target)) {
@@ -88,7 +89,8 @@ TreeExtractor::~TreeExtractor() {
     }
 }
 
-Result<UniqueFd> TreeExtractor::open_dir(std::span<const std::string> parts, bool create, const std::string& shown) {
+Result<UniqueFd> TreeExtractor::open_dir(std::span<const std::string> parts, bool create,
+                                         const std::string& shown) {
     UniqueFd current;
     for (const std::string& part : parts) {
         const int at = current ? current.get() : root_fd_;
@@ -108,8 +110,9 @@ Result<UniqueFd> TreeExtractor::open_dir(std::span<const std::string> parts, boo
         }
         if (fd < 0) {
             if (errno == ELOOP || errno == ENOTDIR) {
-                return make_error("entry \"{}\": \"{}\" is a symlink or not a directory; not extracting through it",
-                                  shown, part);
+                return make_error(
+                    "entry \"{}\": \"{}\" is a symlink or not a directory; not extracting through it", shown,
+                    part);
             }
             return sys_error("entry \"{}\": opening directory {}", shown, part);
         }
@@ -127,7 +130,8 @@ Result<UniqueFd> TreeExtractor::open_dir(std::span<const std::string> parts, boo
 
 Result<int> TreeExtractor::parent_fd(const std::vector<std::string>& parts, const std::string& shown) {
     std::span<const std::string> parent(parts.data(), parts.size() - 1);
-    if (!cached_fd_ || !std::equal(parent.begin(), parent.end(), cached_parts_.begin(), cached_parts_.end())) {
+    if (!cached_fd_ ||
+        !std::equal(parent.begin(), parent.end(), cached_parts_.begin(), cached_parts_.end())) {
         auto fd = open_dir(parent, true, shown);
         if (!fd) {
             cached_fd_.reset();
@@ -183,10 +187,14 @@ Result<void> TreeExtractor::begin_entry(const tar::Entry& entry) {
         return ok();
     }
     switch (entry.type) {
-    case tar::EntryType::Directory: return directory(entry, std::move(*parts), shown);
-    case tar::EntryType::Symlink: return symlink(entry, *parts, shown);
-    case tar::EntryType::HardLink: return hard_link(entry, *parts, shown);
-    default: break;
+        case tar::EntryType::Directory:
+            return directory(entry, std::move(*parts), shown);
+        case tar::EntryType::Symlink:
+            return symlink(entry, *parts, shown);
+        case tar::EntryType::HardLink:
+            return hard_link(entry, *parts, shown);
+        default:
+            break;
     }
     auto parent = parent_fd(*parts, shown);
     if (!parent) {
@@ -210,7 +218,8 @@ Result<void> TreeExtractor::entry_data(std::span<const std::uint8_t> bytes) {
         return make_error("file data outside a file entry");
     }
     if (auto r = write_all(file_->fd.get(), bytes.data(), bytes.size()); !r) {
-        return errno_error(fmt::format("entry \"{}\": writing", shown_path(file_->entry.path)), r.error().errno_value);
+        return errno_error(fmt::format("entry \"{}\": writing", shown_path(file_->entry.path)),
+                           r.error().errno_value);
     }
     return ok();
 }

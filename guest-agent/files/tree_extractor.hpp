@@ -66,12 +66,16 @@ private:
     };
 
     [[nodiscard]] Result<int> parent_fd(const std::vector<std::string>& parts, const std::string& shown);
-    [[nodiscard]] Result<UniqueFd> open_dir(std::span<const std::string> parts, bool create, const std::string& shown);
+    [[nodiscard]] Result<UniqueFd> open_dir(std::span<const std::string> parts, bool create,
+                                            const std::string& shown);
     [[nodiscard]] Result<void> clear_way(int parent, const std::string& leaf, const std::string& shown);
     [[nodiscard]] Result<void> set_owner(int fd);
-    [[nodiscard]] Result<void> directory(const tar::Entry& entry, std::vector<std::string> parts, const std::string& shown);
-    [[nodiscard]] Result<void> symlink(const tar::Entry& entry, const std::vector<std::string>& parts, const std::string& shown);
-    [[nodiscard]] Result<void> hard_link(const tar::Entry& entry, const std::vector<std::string>& parts, const std::string& shown);
+    [[nodiscard]] Result<void> directory(const tar::Entry& entry, std::vector<std::string> parts,
+                                         const std::string& shown);
+    [[nodiscard]] Result<void> symlink(const tar::Entry& entry, const std::vector<std::string>& parts,
+                                       const std::string& shown);
+    [[nodiscard]] Result<void> hard_link(const tar::Entry& entry, const std::vector<std::string>& parts,
+                                         const std::string& shown);
     [[nodiscard]] Result<void> apply_dir(const DeferredDir& dir);
 
     int root_fd_;

@@ -69,7 +69,8 @@ Result<void> write_dir(tar::TarWriter& writer, int dir_fd, const std::string& pr
             }
         } else if (S_ISREG(st.st_mode)) {
             // O_NONBLOCK: if the file was swapped for a fifo, opening must not hang.
-            UniqueFd file(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+            UniqueFd file(
+                ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
             if (!file || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
                 if (!file && errno != ENOENT && errno != ELOOP) {
                     return sys_error("opening {}", path);

@@ -33,7 +33,8 @@ Result<void> end_failed_upload(Session& session, const UploadReader& upload, Err
         return error;
     }
     if (!is_closed(error)) {
-        [[maybe_unused]] auto r = session.stream().write_message(error_message(code::kBadFrame, error.to_string()));
+        [[maybe_unused]] auto r =
+            session.stream().write_message(error_message(code::kBadFrame, error.to_string()));
     }
     session.finish();
     return ok();
