@@ -50,7 +50,7 @@ Agent::Agent(AgentOptions options)
     register_forward_ops(ops_);
     register_health_ops(ops_);
     if (options_.token.empty()) {
-        log::warn("sbx-agent: no sbx.token on the kernel command line: any client that reaches the agent is served");
+        log::warn("no sbx.token on the kernel command line: any client that reaches the agent is served");
     }
 }
 

@@ -65,7 +65,7 @@ void announce_ready(sbx::agent::Agent& agent, std::chrono::steady_clock::time_po
         }
         std::this_thread::sleep_for(attempt < 50 ? milliseconds(100) : seconds(1));
     }
-    sbx::log::warn("sbx-agent: no host listener on port {}; readiness not announced", sbx::agent::kReadyPort);
+    sbx::log::warn("no host listener on port {}; readiness not announced", sbx::agent::kReadyPort);
 }
 
 }  // namespace
@@ -115,17 +115,17 @@ int main(int argc, char** argv) {
     }
     auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::listen_unix(listen_unix);
     if (!listener) {
-        sbx::log::error("sbx-agent: {}", listener.error().to_string());
+        sbx::log::error("{}", listener.error().to_string());
         return 1;
     }
     sbx::agent::Agent agent(std::move(options));
-    sbx::log::info("sbx-agent: listening on {}", listen_unix.empty() ? "vsock port " + std::to_string(port) : listen_unix);
+    sbx::log::info("listening on {}", listen_unix.empty() ? "vsock port " + std::to_string(port) : listen_unix);
     std::thread([&agent, start] { announce_ready(agent, start); }).detach();
 
     while (true) {
         auto connection = sbx::agent::accept_connection(listener->get());
         if (!connection) {
-            sbx::log::warn("sbx-agent: {}", connection.error().to_string());
+            sbx::log::warn("{}", connection.error().to_string());
             std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. EMFILE: back off, keep serving
             continue;
         }

@@ -111,7 +111,7 @@ void serve_listener(int control, UniqueFd listener, std::uint32_t host_port, con
         }
         auto host = connect_host(host_port);
         if (!host) {
-            log::warn("sbx-agent: listen_tcp: {}", host.error().to_string());
+            log::warn("listen_tcp: {}", host.error().to_string());
             return;
         }
         [[maybe_unused]] auto r = splice_streams(SpliceEnds{.a = guest.get(), .b = host->get()});
