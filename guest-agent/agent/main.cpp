@@ -72,7 +72,10 @@ void announce_ready(sbx::agent::Agent& agent, std::chrono::steady_clock::time_po
 
 int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
+    // A vanished client or a file-size limit must fail that one write
+    // (EPIPE, EFBIG), not kill the agent.
     std::signal(SIGPIPE, SIG_IGN);
+    std::signal(SIGXFSZ, SIG_IGN);
     raise_fd_limit();
     std::string listen_unix, host_unix, token, env_file;
     bool have_token = false;
