@@ -22,12 +22,14 @@ DetachedProcessRef start(AgentClient& client, ExecRequest request) {
 }
 
 // Follows to the end and returns everything from `offset`.
-std::string follow_all(AgentClient& client, const std::string& id, std::uint64_t offset = 0, AttachResult* out = nullptr) {
+std::string follow_all(AgentClient& client, const std::string& id, std::uint64_t offset = 0,
+                       AttachResult* out = nullptr) {
     std::string text;
-    auto r = attach(client, id, offset, true, [&](Channel, std::uint64_t at, std::span<const std::uint8_t> bytes) {
-        CHECK(at == offset + text.size());
-        text += as_text(bytes);
-    });
+    auto r =
+        attach(client, id, offset, true, [&](Channel, std::uint64_t at, std::span<const std::uint8_t> bytes) {
+            CHECK(at == offset + text.size());
+            text += as_text(bytes);
+        });
     REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().to_string()));
     CHECK_FALSE(r->running);
     CHECK(r->end_offset == offset + text.size());
@@ -49,13 +51,14 @@ void wait_exited(AgentClient& client, const std::string& id) {
 
 }  // namespace
 
-TEST_CASE("a detached process outlives its connection; reattaching from the last offset reads every byte once") {
+TEST_CASE(
+    "a detached process outlives its connection; reattaching from the last offset reads every byte once") {
     ExecHarness h;
     DetachedProcessRef ref;
     {
         auto starter = h.connect();
-        ref = start(starter, ExecRequest{
-            .shell = "i=0; while [ $i -lt 3000 ]; do echo $i; i=$((i+1)); [ $((i % 50)) = 0 ] && sleep 0.01; done; exit 3"});
+        ref = start(starter, ExecRequest{.shell = "i=0; while [ $i -lt 3000 ]; do echo $i; i=$((i+1)); [ "
+                                                  "$((i % 50)) = 0 ] && sleep 0.01; done; exit 3"});
     }
     std::string expected;
     for (int i = 0; i < 3000; ++i) {
@@ -104,15 +107,17 @@ TEST_CASE("attach without follow sends what is there; status has the tail, list 
     ExecHarness h;
     auto client = h.connect();
     auto quiet = start(client, ExecRequest{.shell = "printf 'first\\n'; printf 'oops\\n' >&2; sleep 1000"});
-    auto loud = start(client, ExecRequest{.argv = {"sh", "-c", "head -c 10000 /dev/zero | tr '\\0' a; echo; echo end"}});
+    auto loud = start(
+        client, ExecRequest{.argv = {"sh", "-c", "head -c 10000 /dev/zero | tr '\\0' a; echo; echo end"}});
 
     REQUIRE(eventually([&] { return status(client, quiet.id)["end_offset"] == 11; }));
     std::string seen;
     std::vector<Channel> channels;
-    auto now = attach(client, quiet.id, 0, false, [&](Channel c, std::uint64_t, std::span<const std::uint8_t> bytes) {
-        seen += as_text(bytes);
-        channels.push_back(c);
-    });
+    auto now = attach(client, quiet.id, 0, false,
+                      [&](Channel c, std::uint64_t, std::span<const std::uint8_t> bytes) {
+                          seen += as_text(bytes);
+                          channels.push_back(c);
+                      });
     REQUIRE(now);
     CHECK(now->running);
     CHECK(now->end_offset == 11);
@@ -131,7 +136,8 @@ TEST_CASE("attach without follow sends what is there; status has the tail, list 
     CHECK(s["first_offset"] == 0);
     CHECK(s["shell"] == "printf 'first\\n'; printf 'oops\\n' >&2; sleep 1000");
     const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
     CHECK(std::abs(s["started_at"].get<std::int64_t>() - now_ms) < 60000);
 
     wait_exited(client, loud.id);

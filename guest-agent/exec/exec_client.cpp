@@ -105,9 +105,13 @@ Result<void> ExecSession::write_stdin(std::span<const std::uint8_t> bytes) {
     return r;
 }
 
-Result<void> ExecSession::close_stdin() { return stream_->write_eof(Channel::Stdin); }
+Result<void> ExecSession::close_stdin() {
+    return stream_->write_eof(Channel::Stdin);
+}
 
-Result<void> ExecSession::signal(int sig) { return stream_->write_message(Json{{"type", "signal"}, {"signal", sig}}); }
+Result<void> ExecSession::signal(int sig) {
+    return stream_->write_message(Json{{"type", "signal"}, {"signal", sig}});
+}
 
 Result<void> ExecSession::resize(int rows, int cols) {
     return stream_->write_message(Json{{"type", "resize"}, {"rows", rows}, {"cols", cols}});
@@ -120,17 +124,18 @@ Result<ExecSession::Event> ExecSession::next() {
     }
     Event event;
     switch (frame->kind) {
-    case FrameKind::Data:
-        event.kind = Event::Output;
-        event.channel = frame->channel;
-        event.offset = frame->offset;
-        event.data = std::move(frame->data);
-        return event;
-    case FrameKind::Eof:
-        event.kind = Event::Eof;
-        event.channel = frame->channel;
-        return event;
-    case FrameKind::Json: break;
+        case FrameKind::Data:
+            event.kind = Event::Output;
+            event.channel = frame->channel;
+            event.offset = frame->offset;
+            event.data = std::move(frame->data);
+            return event;
+        case FrameKind::Eof:
+            event.kind = Event::Eof;
+            event.channel = frame->channel;
+            return event;
+        case FrameKind::Json:
+            break;
     }
     auto message = parse_message(frame->json);
     if (!message) {
@@ -186,7 +191,8 @@ Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const O
         std::string& out = event->channel == Channel::Stderr ? result.stderr_data : result.stdout_data;
         const std::size_t room = kMaxCollectedOutput - std::min(out.size(), kMaxCollectedOutput);
         result.output_truncated |= event->data.size() > room;
-        out.append(event->data.begin(), event->data.begin() + static_cast<std::ptrdiff_t>(std::min(room, event->data.size())));
+        out.append(event->data.begin(),
+                   event->data.begin() + static_cast<std::ptrdiff_t>(std::min(room, event->data.size())));
     }
     if (feeder.joinable()) {
         feeder.join();
@@ -212,8 +218,8 @@ Result<DetachedProcessRef> exec_detached(AgentClient& client, const ExecRequest&
 
 Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint64_t offset, bool follow,
                             const OutputSink& sink) {
-    auto attached =
-        call_expecting(client, "proc_attach", Json{{"id", id}, {"offset", offset}, {"follow", follow}}, "attached");
+    auto attached = call_expecting(client, "proc_attach",
+                                   Json{{"id", id}, {"offset", offset}, {"follow", follow}}, "attached");
     if (!attached) {
         return attached.error();
     }
@@ -270,7 +276,9 @@ Result<Json> proc_status(AgentClient& client, std::string_view id) {
     return call_expecting(client, "proc_status", Json{{"id", id}}, "result");
 }
 
-Result<Json> proc_list(AgentClient& client) { return call_expecting(client, "proc_list", Json::object(), "result"); }
+Result<Json> proc_list(AgentClient& client) {
+    return call_expecting(client, "proc_list", Json::object(), "result");
+}
 
 Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig) {
     auto reply = call_expecting(client, "proc_signal", Json{{"id", id}, {"signal", sig}}, "result");

@@ -25,7 +25,7 @@ struct PtySize {
 // just the fields they need.
 struct ExecRequest {
     std::vector<std::string> argv{};  // the program (looked up in PATH) and its arguments, or
-    std::string shell{};            // a command line for /bin/sh -c
+    std::string shell{};              // a command line for /bin/sh -c
     std::map<std::string, std::string> env{};
     std::string cwd{};   // "": the user's home
     std::string user{};  // "": root
@@ -93,7 +93,8 @@ private:
 
 // Runs a command to its end. With a sink, output goes there as it arrives
 // and is not collected.
-[[nodiscard]] Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const OutputSink& sink = {});
+[[nodiscard]] Result<ExecResult> exec(AgentClient& client, const ExecRequest& request,
+                                      const OutputSink& sink = {});
 
 struct DetachedProcessRef {
     std::string id;
@@ -110,8 +111,8 @@ struct AttachResult {
 // A detached process's output from `offset`: with `follow` until it exits,
 // else what is there now. offset_gone comes back as an Error whose
 // first_offset_of() is the oldest offset still retained.
-[[nodiscard]] Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint64_t offset, bool follow,
-                                          const OutputSink& sink);
+[[nodiscard]] Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint64_t offset,
+                                          bool follow, const OutputSink& sink);
 [[nodiscard]] std::optional<std::uint64_t> first_offset_of(const Error& offset_gone);
 
 [[nodiscard]] Result<Json> proc_status(AgentClient& client, std::string_view id);

@@ -35,10 +35,10 @@ Json exit_fields(const ExitStatus& status) {
 }
 
 Result<void> reply_error(Session& session, const Error& error) {
-    std::string_view error_code = error.errno_value == EAGAIN   ? code::kLimit
-                                  : error.errno_value == EBUSY  ? code::kBadRequest
-                                  : error.errno_value != 0      ? code_for_errno(error.errno_value)
-                                                                : code::kBadRequest;
+    std::string_view error_code = error.errno_value == EAGAIN  ? code::kLimit
+                                  : error.errno_value == EBUSY ? code::kBadRequest
+                                  : error.errno_value != 0     ? code_for_errno(error.errno_value)
+                                                               : code::kBadRequest;
     return session.stream().write_message(error_message(error_code, error.to_string()));
 }
 
@@ -55,7 +55,10 @@ namespace {
 class AttachedExec {
 public:
     AttachedExec(Session& session, SpawnedProcess process)
-        : session_(session), stream_(session.stream()), process_(std::move(process)), done_(::eventfd(0, EFD_CLOEXEC)) {}
+        : session_(session),
+          stream_(session.stream()),
+          process_(std::move(process)),
+          done_(::eventfd(0, EFD_CLOEXEC)) {}
 
     Result<void> run() {
         if (!done_) {
@@ -67,7 +70,8 @@ public:
             pump_thread = std::thread([this] { pump(); });
         } catch (const std::system_error& e) {  // out of threads: no exception may leave a handler
             process_.child->signal_group(SIGKILL);
-            return reply_error(session_, errno_error(fmt::format("starting the output thread: {}", e.what()), EAGAIN));
+            return reply_error(session_,
+                               errno_error(fmt::format("starting the output thread: {}", e.what()), EAGAIN));
         }
         auto served = serve_client();
         if (!served) {
@@ -114,8 +118,9 @@ private:
                 }
                 continue;
             }
-            pollfd fds[2] = {{done_.get(), POLLIN, 0},
-                             feeding ? pollfd{process_.in.get(), POLLOUT, 0} : pollfd{stream_.fd(), POLLIN, 0}};
+            pollfd fds[2] = {
+                {done_.get(), POLLIN, 0},
+                feeding ? pollfd{process_.in.get(), POLLOUT, 0} : pollfd{stream_.fd(), POLLIN, 0}};
             if (::poll(fds, 2, -1) < 0) {
                 if (errno == EINTR) {
                     continue;
@@ -142,19 +147,22 @@ private:
             return frame.error();
         }
         switch (frame->kind) {
-        case FrameKind::Data:
-            if (frame->channel == Channel::Stdin && process_.in && !close_after_pending_ && !frame->data.empty()) {
-                last_stdin_byte_ = frame->data.back();
-                pending_ = std::move(frame->data);
-                pending_at_ = 0;
-            }
-            break;
-        case FrameKind::Eof:
-            if (frame->channel == Channel::Stdin && process_.in && !close_after_pending_) {
-                end_stdin();
-            }
-            break;
-        case FrameKind::Json: control(frame->json); break;
+            case FrameKind::Data:
+                if (frame->channel == Channel::Stdin && process_.in && !close_after_pending_ &&
+                    !frame->data.empty()) {
+                    last_stdin_byte_ = frame->data.back();
+                    pending_ = std::move(frame->data);
+                    pending_at_ = 0;
+                }
+                break;
+            case FrameKind::Eof:
+                if (frame->channel == Channel::Stdin && process_.in && !close_after_pending_) {
+                    end_stdin();
+                }
+                break;
+            case FrameKind::Json:
+                control(frame->json);
+                break;
         }
         return ok();
     }
@@ -166,7 +174,8 @@ private:
         if (process_.terminal) {
             termios t{};
             const std::uint8_t veof = ::tcgetattr(process_.terminal.get(), &t) == 0 ? t.c_cc[VEOF] : 4;
-            pending_.assign(last_stdin_byte_ == '\n' ? 1 : 2, veof);  // nothing is pending: frames are read only then
+            pending_.assign(last_stdin_byte_ == '\n' ? 1 : 2,
+                            veof);  // nothing is pending: frames are read only then
             pending_at_ = 0;
         }
         if (pending_at_ == pending_.size()) {

@@ -7,7 +7,9 @@ namespace {
 
 constexpr std::size_t kMaxEnvFile = 1 << 20;
 
-bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
+bool has_nul(std::string_view s) {
+    return s.find('\0') != std::string_view::npos;
+}
 
 Result<std::vector<std::string>> parse_argv(const Json& request, Json& command) {
     const bool has_argv = request.contains("argv") && !request["argv"].is_null();
@@ -61,9 +63,10 @@ Result<void> add_request_env(const Json& request, std::vector<std::string>& env)
         }
         const auto& text = value.get_ref<const std::string&>();
         if (key.empty() || key.find('=') != std::string::npos || has_nul(key) || has_nul(text)) {
-            return make_error("\"env\": \"{}\" is not a valid variable (no '=' or NUL in names, no NUL in values)", key);
+            return make_error(
+                "\"env\": \"{}\" is not a valid variable (no '=' or NUL in names, no NUL in values)", key);
         }
-        env.push_back(key + "=" + text);
+        env.push_back(fmt::format("{}={}", key, text));
     }
     return ok();
 }
@@ -84,7 +87,8 @@ Result<std::optional<WindowSize>> parse_pty(const Json& request) {
     if (*rows < 0 || *rows > 0xffff || *cols < 0 || *cols > 0xffff) {
         return make_error("pty rows and cols must be between 0 and 65535");
     }
-    return std::optional<WindowSize>(WindowSize{static_cast<std::uint16_t>(*rows), static_cast<std::uint16_t>(*cols)});
+    return std::optional<WindowSize>(
+        WindowSize{static_cast<std::uint16_t>(*rows), static_cast<std::uint16_t>(*cols)});
 }
 
 bool is_directory(const std::string& path) {
@@ -118,7 +122,8 @@ std::vector<std::string> read_env_file(const std::string& path) {
     return env;
 }
 
-Result<ExecSpec> parse_exec_request(const Json& request, const std::string& env_file, const AccountFiles& accounts) {
+Result<ExecSpec> parse_exec_request(const Json& request, const std::string& env_file,
+                                    const AccountFiles& accounts) {
     ExecSpec spec;
     auto argv = parse_argv(request, spec.command);
     auto user_name = get_string(request, "user", "root");

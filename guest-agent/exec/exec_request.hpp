@@ -15,7 +15,8 @@ struct ExecSpec {
     Json command;  // {"argv":[...]} or {"shell":"..."}, for proc_list
 };
 
-inline constexpr std::string_view kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+inline constexpr std::string_view kDefaultPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 // The longest timeout accepted (about 31 years): later ones would overflow clocks.
 inline constexpr std::int64_t kMaxTimeoutMs = 1'000'000'000'000;
 

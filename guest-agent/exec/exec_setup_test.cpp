@@ -21,8 +21,10 @@ TEST_CASE("a pseudo-terminal: tty, its size, and resizes") {
     CHECK(tty.stdout_data.starts_with("/dev/pts/"));
     CHECK(tty.stderr_data.empty());
 
-    auto size = run_ok(client, ExecRequest{.shell = "stty size; echo $TERM; echo to-stderr >&2", .pty = PtySize{33, 101}});
-    CHECK(size.stdout_data == "33 101\r\nxterm-256color\r\nto-stderr\r\n");  // one stream, the terminal's newlines
+    auto size = run_ok(
+        client, ExecRequest{.shell = "stty size; echo $TERM; echo to-stderr >&2", .pty = PtySize{33, 101}});
+    CHECK(size.stdout_data ==
+          "33 101\r\nxterm-256color\r\nto-stderr\r\n");  // one stream, the terminal's newlines
 
     // A resize reaches the process as SIGWINCH with the new size.
     auto session = ExecSession::start(
@@ -53,32 +55,39 @@ TEST_CASE("a pseudo-terminal: tty, its size, and resizes") {
     }
 }
 
-
 TEST_CASE("stdin on a terminal ends with the EOF character") {
     ExecHarness h;
     auto client = h.connect();
     const auto file = (h.dir.path / "typed").string();
     // The terminal echoes what is typed to the output; the file has what cat read.
-    auto r = run_ok(client, ExecRequest{.shell = "cat > " + file, .stdin_data = "typed\npartial", .timeout = 20s,
-                                        .pty = PtySize{}});
+    auto r = run_ok(
+        client,
+        ExecRequest{
+            .shell = "cat > " + file, .stdin_data = "typed\npartial", .timeout = 20s, .pty = PtySize{}});
     CHECK(r.code == 0);
     auto typed = read_file(file, 1000);
     REQUIRE(typed);
     CHECK(*typed == "typed\npartial");
 }
 
-
 TEST_CASE("environment: fixed variables, then the env file, then the request") {
     ExecHarness h;
     {
         std::ofstream env(h.dir.path / "env");
-        env << "# a comment\nFROM_FILE=file value\nOVERRIDDEN=file\n\n  INDENTED=yes\nnot a variable\n=novalue\n";
+        env << "# a comment\nFROM_FILE=file value\nOVERRIDDEN=file\n\n  INDENTED=yes\nnot a "
+               "variable\n=novalue\n";
     }
     auto client = h.connect();
-    auto r = run_ok(client, ExecRequest{.shell = "echo \"$FROM_FILE|$OVERRIDDEN|$INDENTED|$REQ|$HOME|$USER|$LOGNAME|$PATH|${TERM-unset}\"",
-                                        .env = {{"OVERRIDDEN", "request"}, {"REQ", "r=1"}}});
+    auto r = run_ok(
+        client,
+        ExecRequest{
+            .shell =
+                "echo \"$FROM_FILE|$OVERRIDDEN|$INDENTED|$REQ|$HOME|$USER|$LOGNAME|$PATH|${TERM-unset}\"",
+            .env = {{"OVERRIDDEN", "request"}, {"REQ", "r=1"}}});
     CHECK(r.stdout_data ==
-          "file value|request|yes|r=1|/root|root|root|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|unset\n");
+          "file "
+          "value|request|yes|r=1|/root|root|root|/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/"
+          "bin|unset\n");
     // The program is looked up in the PATH the process gets.
     std::filesystem::create_directory(h.dir.path / "bin");
     {
@@ -86,10 +95,10 @@ TEST_CASE("environment: fixed variables, then the env file, then the request") {
         script << "#!/bin/sh\necho my tool $1\n";
     }
     std::filesystem::permissions(h.dir.path / "bin" / "my-tool", std::filesystem::perms::owner_all);
-    auto tool = run_ok(client, ExecRequest{.argv = {"my-tool", "ran"}, .env = {{"PATH", (h.dir.path / "bin").string()}}});
+    auto tool = run_ok(
+        client, ExecRequest{.argv = {"my-tool", "ran"}, .env = {{"PATH", (h.dir.path / "bin").string()}}});
     CHECK(tool.stdout_data == "my tool ran\n");
 }
-
 
 TEST_CASE("working directory: given, the home by default, relative to the home") {
     ExecHarness h;
@@ -112,13 +121,14 @@ TEST_CASE("working directory: given, the home by default, relative to the home")
     CHECK(sh(client, "echo ok").stdout_data == "ok\n");
 }
 
-
 TEST_CASE("users: by name with passwd's home and shell, by uid, unknown") {
     ExecHarness h;
     auto client = h.connect();
-    auto nobody = run_ok(client, ExecRequest{.shell = "id -u; id -g; echo $HOME $USER $SHELL; pwd", .user = "nobody"});
+    auto nobody =
+        run_ok(client, ExecRequest{.shell = "id -u; id -g; echo $HOME $USER $SHELL; pwd", .user = "nobody"});
     CHECK(nobody.stdout_data == "65534\n65534\n/nonexistent nobody /usr/sbin/nologin\n/\n");
-    auto numeric = run_ok(client, ExecRequest{.shell = "id -u; id -g; id -G; echo $HOME $USER", .user = "12345"});
+    auto numeric =
+        run_ok(client, ExecRequest{.shell = "id -u; id -g; id -G; echo $HOME $USER", .user = "12345"});
     CHECK(numeric.stdout_data == "12345\n12345\n12345\n/ 12345\n");
     auto root = run_ok(client, ExecRequest{.argv = {"id", "-u"}, .user = "0"});
     CHECK(root.stdout_data == "0\n");
@@ -129,11 +139,11 @@ TEST_CASE("users: by name with passwd's home and shell, by uid, unknown") {
     // A directory the user may not enter.
     std::filesystem::create_directory(h.dir.path / "private");
     std::filesystem::permissions(h.dir.path / "private", std::filesystem::perms::owner_all);
-    auto denied = exec(client, ExecRequest{.argv = {"true"}, .cwd = (h.dir.path / "private").string(), .user = "nobody"});
+    auto denied = exec(
+        client, ExecRequest{.argv = {"true"}, .cwd = (h.dir.path / "private").string(), .user = "nobody"});
     REQUIRE_FALSE(denied);
     CHECK(error_code(denied.error()) == "permission_denied");
 }
-
 
 TEST_CASE("a program that cannot run exits 127 or 126 with a message, like a shell") {
     ExecHarness h;
@@ -143,15 +153,12 @@ TEST_CASE("a program that cannot run exits 127 or 126 with a message, like a she
     CHECK(missing.stderr_data == "sbx-agent: no-such-program-xyz: command not found\n");
     auto absent = run_ok(client, ExecRequest{.argv = {"/no/such/program"}});
     CHECK(absent.code == 127);
-    {
-        std::ofstream(h.dir.path / "not-executable") << "echo hi\n";
-    }
+    { std::ofstream(h.dir.path / "not-executable") << "echo hi\n"; }
     auto denied = run_ok(client, ExecRequest{.argv = {(h.dir.path / "not-executable").string()}});
     CHECK(denied.code == 126);
     CHECK(denied.stderr_data.find("cannot execute") != std::string::npos);
     CHECK(run_ok(client, ExecRequest{.argv = {"/etc"}}).code == 126);
 }
-
 
 TEST_CASE("bad requests get the right error and the session goes on") {
     ExecHarness h;
@@ -188,7 +195,6 @@ TEST_CASE("bad requests get the right error and the session goes on") {
     CHECK(sh(client, "echo fine").stdout_data == "fine\n");
 }
 
-
 TEST_CASE("hostile input during an exec") {
     ExecHarness h;
     auto client = h.connect();
@@ -202,7 +208,8 @@ TEST_CASE("hostile input during an exec") {
     REQUIRE(stream.write_message(Json{{"type", "resize"}, {"rows", 1}, {"cols", 1}}));
     const std::uint8_t on_stdout[] = {'n', 'o'};
     REQUIRE(stream.write_data(Channel::Stdout, 0, on_stdout));  // not stdin: dropped
-    REQUIRE(session->write_stdin(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>("hi\n"), 3)));
+    REQUIRE(session->write_stdin(
+        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>("hi\n"), 3)));
     REQUIRE(session->close_stdin());
     std::string out;
     while (true) {

@@ -26,7 +26,6 @@ TEST_CASE("exit codes of true, false and exit N") {
     CHECK(sh(client, "kill -SEGV $$").signal == SIGSEGV);
 }
 
-
 TEST_CASE("stdout and stderr are separate streams, each in order with contiguous offsets") {
     ExecHarness h;
     auto client = h.connect();
@@ -34,12 +33,13 @@ TEST_CASE("stdout and stderr are separate streams, each in order with contiguous
     bool contiguous = true;
     std::string out, err;
     ExecRequest request{.shell = "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done"};
-    auto r = exec(client, request, [&](Channel channel, std::uint64_t offset, std::span<const std::uint8_t> bytes) {
-        auto c = static_cast<int>(channel);
-        contiguous &= offset == next[c];
-        next[c] += bytes.size();
-        (channel == Channel::Stdout ? out : err) += as_text(bytes);
-    });
+    auto r = exec(client, request,
+                  [&](Channel channel, std::uint64_t offset, std::span<const std::uint8_t> bytes) {
+                      auto c = static_cast<int>(channel);
+                      contiguous &= offset == next[c];
+                      next[c] += bytes.size();
+                      (channel == Channel::Stdout ? out : err) += as_text(bytes);
+                  });
     REQUIRE(r);
     CHECK(r->code == 0);
     CHECK(contiguous);
@@ -47,7 +47,6 @@ TEST_CASE("stdout and stderr are separate streams, each in order with contiguous
     CHECK(err == "err1\nerr2\nerr3\nerr4\nerr5\n");
     CHECK(r->stdout_data.empty());  // the sink took it
 }
-
 
 TEST_CASE("output arrives as it is produced, and a signal request reaches the process group") {
     ExecHarness h;
@@ -78,7 +77,6 @@ TEST_CASE("output arrives as it is produced, and a signal request reaches the pr
     CHECK(sh(client, "echo again").stdout_data == "again\n");
 }
 
-
 TEST_CASE("50 MiB of output and back in through stdin, checked by hash") {
     ExecHarness h;
     auto producer = h.connect();
@@ -91,18 +89,20 @@ TEST_CASE("50 MiB of output and back in through stdin, checked by hash") {
     std::size_t frames = 0;
     std::string source_digest;
     bool sent_all = true;
-    auto r = exec(producer,
-                  ExecRequest{.shell = fmt::format("{{ head -c {} /dev/urandom | tee /dev/fd/3 | sha256sum >&2; }} 3>&1", kBytes)},
-                  [&](Channel channel, std::uint64_t, std::span<const std::uint8_t> bytes) {
-                      if (channel == Channel::Stdout) {
-                          received += bytes.size();
-                          ++frames;
-                          CHECK(bytes.size() <= kMaxDataPayload);
-                          sent_all &= hasher->write_stdin(bytes).has_value();
-                      } else {
-                          source_digest += as_text(bytes);
-                      }
-                  });
+    auto r =
+        exec(producer,
+             ExecRequest{.shell = fmt::format(
+                             "{{ head -c {} /dev/urandom | tee /dev/fd/3 | sha256sum >&2; }} 3>&1", kBytes)},
+             [&](Channel channel, std::uint64_t, std::span<const std::uint8_t> bytes) {
+                 if (channel == Channel::Stdout) {
+                     received += bytes.size();
+                     ++frames;
+                     CHECK(bytes.size() <= kMaxDataPayload);
+                     sent_all &= hasher->write_stdin(bytes).has_value();
+                 } else {
+                     source_digest += as_text(bytes);
+                 }
+             });
     REQUIRE(r);
     CHECK(r->code == 0);
     CHECK(received == kBytes);
@@ -124,12 +124,12 @@ TEST_CASE("50 MiB of output and back in through stdin, checked by hash") {
     CHECK(digest.size() > 64);
 }
 
-
 TEST_CASE("a client that reads slowly holds the process back; nothing piles up in the agent") {
     ExecHarness h;
     auto client = h.connect();
     constexpr std::size_t kBytes = 64 << 20;
-    auto session = ExecSession::start(client, ExecRequest{.shell = fmt::format("head -c {} /dev/zero; echo done >&2", kBytes)});
+    auto session = ExecSession::start(
+        client, ExecRequest{.shell = fmt::format("head -c {} /dev/zero; echo done >&2", kBytes)});
     REQUIRE(session);
     std::this_thread::sleep_for(500ms);
     // Unread, the output fills the socket and the pipe, and the process waits.
@@ -157,7 +157,6 @@ TEST_CASE("a client that reads slowly holds the process back; nothing piles up i
     CHECK(err == "done\n");
 }
 
-
 TEST_CASE("the exit is not held up by a background process that keeps stdout open") {
     ExecHarness h;
     auto client = h.connect();
@@ -167,7 +166,6 @@ TEST_CASE("the exit is not held up by a background process that keeps stdout ope
     CHECK(r.code == 0);
     CHECK(r.stdout_data == "started\n");
 }
-
 
 TEST_CASE("stdin round trip through cat, with EOF") {
     ExecHarness h;
@@ -194,7 +192,6 @@ TEST_CASE("stdin round trip through cat, with EOF") {
     CHECK(sh(client, "echo still serving").stdout_data == "still serving\n");
 }
 
-
 TEST_CASE("a timeout kills the process group and says so") {
     ExecHarness h;
     auto client = h.connect();
@@ -209,7 +206,6 @@ TEST_CASE("a timeout kills the process group and says so") {
     CHECK(quick.code == 0);
     CHECK_FALSE(quick.timed_out);
 }
-
 
 TEST_CASE("50 concurrent execs on 50 connections") {
     ExecHarness h;
@@ -243,7 +239,6 @@ TEST_CASE("50 concurrent execs on 50 connections") {
     CHECK(elapsed < 20s);  // at once, not one after another (50 × 0.5 s = 25 s)
 }
 
-
 TEST_CASE("a client that disconnects kills its attached process group") {
     ExecHarness h;
     int pid = 0;
@@ -271,7 +266,6 @@ TEST_CASE("a client that disconnects kills its attached process group") {
     CHECK(eventually([&] { return process_gone(pid); }));
 }
 
-
 TEST_CASE("children are reaped, orphaned grandchildren too") {
     ExecHarness h;
     auto client = h.connect();
@@ -280,7 +274,6 @@ TEST_CASE("children are reaped, orphaned grandchildren too") {
     }
     CHECK(eventually([] { return zombie_children() == 0; }));
 }
-
 
 TEST_CASE("exec round-trip latency of true") {
     ExecHarness h;
@@ -295,11 +288,13 @@ TEST_CASE("exec round-trip latency of true") {
     for (int i = 0; i < kRuns; ++i) {
         const auto start = std::chrono::steady_clock::now();
         auto r = run_ok(client, ExecRequest{.argv = {"true"}});
-        micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+        micros.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
         REQUIRE(r.code == 0);
     }
     std::sort(micros.begin(), micros.end());
-    MESSAGE(fmt::format("exec `true` round trip over a socketpair: median {:.0f} us, p99 {:.0f} us, max {:.0f} us",
-                        micros[micros.size() / 2], micros[micros.size() * 99 / 100], micros.back()));
+    MESSAGE(fmt::format(
+        "exec `true` round trip over a socketpair: median {:.0f} us, p99 {:.0f} us, max {:.0f} us",
+        micros[micros.size() / 2], micros[micros.size() * 99 / 100], micros.back()));
     CHECK(micros[micros.size() / 2] < 100000);
 }

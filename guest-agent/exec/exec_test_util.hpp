@@ -46,7 +46,9 @@ bool eventually(Predicate done, std::chrono::milliseconds limit = std::chrono::s
 }
 
 // Whether the pid is gone for good: reaped, not merely a zombie.
-inline bool process_gone(int pid) { return ::kill(pid, 0) < 0 && errno == ESRCH; }
+inline bool process_gone(int pid) {
+    return ::kill(pid, 0) < 0 && errno == ESRCH;
+}
 
 // Zombies whose parent is this process (none may linger: all are reaped).
 inline int zombie_children() {
@@ -74,6 +76,8 @@ inline int zombie_children() {
     return zombies;
 }
 
-inline std::string as_text(std::span<const std::uint8_t> bytes) { return std::string(bytes.begin(), bytes.end()); }
+inline std::string as_text(std::span<const std::uint8_t> bytes) {
+    return std::string(bytes.begin(), bytes.end());
+}
 
 }  // namespace sbx::agent::testing

@@ -65,7 +65,8 @@ OutputLog::Piece OutputLog::read(std::uint64_t offset, std::size_t max_bytes) co
     const Run& run = *std::prev(next);
     const std::uint64_t run_end = next == runs_.end() ? end_ : next->start;
     piece.channel = run.channel;
-    copy_out(offset, static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, run_end - offset)), piece.bytes);
+    copy_out(offset, static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, run_end - offset)),
+             piece.bytes);
     return piece;
 }
 

@@ -13,7 +13,9 @@ void append(OutputLog& log, Channel channel, std::string_view text) {
     log.append(channel, std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
-std::string text(const std::vector<std::uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::string text(const std::vector<std::uint8_t>& bytes) {
+    return std::string(bytes.begin(), bytes.end());
+}
 
 // Everything retained, as "<channel>:<bytes>|" pieces.
 std::string dump(const OutputLog& log) {
@@ -51,7 +53,7 @@ TEST_CASE("old bytes fall out of the ring; offsets stay absolute") {
     CHECK(log.first_offset() == 2);
     CHECK(log.end_offset() == 10);
     CHECK(dump(log) == "1:234|2:56789|");
-    CHECK(log.read(1, 10).bytes.empty());  // gone
+    CHECK(log.read(1, 10).bytes.empty());      // gone
     append(log, Channel::Stdout, "abcdefgh");  // exactly the capacity
     CHECK(log.first_offset() == 10);
     CHECK(dump(log) == "1:abcdefgh|");

@@ -11,7 +11,7 @@
 namespace sbx::agent {
 namespace {
 
-constexpr std::size_t kReadChunk = 128 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{128} * 1024;
 
 struct Source {
     UniqueFd* fd;
@@ -53,7 +53,8 @@ void drain_what_is_there(Source& source, std::uint8_t* buffer,
 
 }  // namespace
 
-void pump_output(SpawnedProcess& process, const std::function<void(Channel, std::span<const std::uint8_t>)>& sink) {
+void pump_output(SpawnedProcess& process,
+                 const std::function<void(Channel, std::span<const std::uint8_t>)>& sink) {
     // Uninitialised on purpose: only what reads fill is ever touched.
     std::unique_ptr<std::uint8_t[]> buffer(new std::uint8_t[kReadChunk]);
     Source sources[2] = {{&process.out, Channel::Stdout}, {&process.err, Channel::Stderr}};
@@ -75,7 +76,8 @@ void pump_output(SpawnedProcess& process, const std::function<void(Channel, std:
         }
         int timeout = -1;
         if (deadline) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                *deadline - std::chrono::steady_clock::now());
             if (left.count() <= 0) {
                 break;
             }

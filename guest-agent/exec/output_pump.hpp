@@ -22,6 +22,7 @@ inline constexpr std::chrono::milliseconds kExitGrace{250};
 // the process). Returns when both reach EOF, or kExitGrace after the
 // process exited — having read first everything it wrote before exiting.
 // The fds are closed on return.
-void pump_output(SpawnedProcess& process, const std::function<void(Channel, std::span<const std::uint8_t>)>& sink);
+void pump_output(SpawnedProcess& process,
+                 const std::function<void(Channel, std::span<const std::uint8_t>)>& sink);
 
 }  // namespace sbx::agent

@@ -35,6 +35,7 @@ struct AccountFiles {
 
 // The parsers behind lookup_user, on file contents.
 [[nodiscard]] Result<UserInfo> find_user(std::string_view passwd_text, std::string_view user);
-[[nodiscard]] std::vector<gid_t> groups_of(std::string_view group_text, std::string_view user_name, gid_t primary);
+[[nodiscard]] std::vector<gid_t> groups_of(std::string_view group_text, std::string_view user_name,
+                                           gid_t primary);
 
 }  // namespace sbx::agent

@@ -51,7 +51,7 @@ TEST_CASE("a uid not in passwd works, a name not there does not") {
     auto missing = find_user(kPasswd, "mallory");
     REQUIRE_FALSE(missing);
     CHECK(missing.error().errno_value == ENOENT);
-    CHECK_FALSE(find_user(kPasswd, "bad"));      // its uid does not parse
+    CHECK_FALSE(find_user(kPasswd, "bad"));  // its uid does not parse
     CHECK_FALSE(find_user(kPasswd, "-1"));
     CHECK_FALSE(find_user(kPasswd, "4294967295"));  // (uid_t)-1 means "no change" to setuid
     CHECK_FALSE(find_user(kPasswd, "99999999999"));

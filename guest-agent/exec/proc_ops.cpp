@@ -15,7 +15,8 @@ namespace {
 constexpr std::size_t kTailBytes = 4096;
 
 Result<void> unknown_process(Session& session, std::string_view id) {
-    return session.stream().write_message(error_message(code::kNotFound, fmt::format("no detached process \"{}\"", id)));
+    return session.stream().write_message(
+        error_message(code::kNotFound, fmt::format("no detached process \"{}\"", id)));
 }
 
 Result<void> offset_gone(Session& session, std::uint64_t offset, std::uint64_t first_offset) {
@@ -55,6 +56,8 @@ public:
     ~Watch() { process_.unwatch(fd_); }
     Watch(const Watch&) = delete;
     Watch& operator=(const Watch&) = delete;
+    Watch(Watch&&) = delete;
+    Watch& operator=(Watch&&) = delete;
 
 private:
     DetachedProcess& process_;
@@ -106,40 +109,41 @@ Result<void> proc_attach(Session& session, const Json& request) {
             add_state(result, (*process)->snapshot());
             return stream.write_message(result);
         }
-        auto next = (*process)->read(pos, static_cast<std::size_t>(std::min<std::uint64_t>(kMaxDataPayload, stop_at - pos)));
+        auto next = (*process)->read(
+            pos, static_cast<std::size_t>(std::min<std::uint64_t>(kMaxDataPayload, stop_at - pos)));
         switch (next.kind) {
-        case DetachedProcess::Read::Data:
-            if (auto r = stream.write_data(next.piece.channel, pos, next.piece.bytes); !r) {
-                return r;
+            case DetachedProcess::Read::Data:
+                if (auto r = stream.write_data(next.piece.channel, pos, next.piece.bytes); !r) {
+                    return r;
+                }
+                pos += next.piece.bytes.size();
+                break;
+            case DetachedProcess::Read::Gone:
+                // This reader fell more than the log's size behind.
+                return offset_gone(session, pos, next.state.first_offset);
+            case DetachedProcess::Read::End: {
+                // "exit" reports an end this reader saw happen; a process that
+                // had ended before the attach gets a "result" (the protocol doc).
+                Json exit = exit_fields(next.state.exit);
+                exit["type"] = start.running ? "exit" : "result";
+                exit["end_offset"] = pos;
+                exit["running"] = false;
+                return stream.write_message(exit);
             }
-            pos += next.piece.bytes.size();
-            break;
-        case DetachedProcess::Read::Gone:
-            // This reader fell more than the log's size behind.
-            return offset_gone(session, pos, next.state.first_offset);
-        case DetachedProcess::Read::End: {
-            // "exit" reports an end this reader saw happen; a process that
-            // had ended before the attach gets a "result" (the protocol doc).
-            Json exit = exit_fields(next.state.exit);
-            exit["type"] = start.running ? "exit" : "result";
-            exit["end_offset"] = pos;
-            exit["running"] = false;
-            return stream.write_message(exit);
-        }
-        case DetachedProcess::Read::Wait: {
-            // Wake on new output or the end, or stop when the client hangs
-            // up: detaching never affects the process.
-            pollfd fds[2] = {{grew.get(), POLLIN, 0}, {stream.fd(), POLLRDHUP, 0}};
-            if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-                return sys_error("poll");
+            case DetachedProcess::Read::Wait: {
+                // Wake on new output or the end, or stop when the client hangs
+                // up: detaching never affects the process.
+                pollfd fds[2] = {{grew.get(), POLLIN, 0}, {stream.fd(), POLLRDHUP, 0}};
+                if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
+                    return sys_error("poll");
+                }
+                if (fds[1].revents != 0) {
+                    return make_error("client detached");
+                }
+                std::uint64_t count = 0;
+                [[maybe_unused]] auto n = ::read(grew.get(), &count, sizeof count);
+                break;
             }
-            if (fds[1].revents != 0) {
-                return make_error("client detached");
-            }
-            std::uint64_t count = 0;
-            [[maybe_unused]] auto n = ::read(grew.get(), &count, sizeof count);
-            break;
-        }
         }
     }
 }

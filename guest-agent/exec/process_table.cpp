@@ -12,10 +12,15 @@
 namespace sbx::agent {
 namespace {
 
-std::atomic<std::uint64_t> finished_count{0};
+// The order in which detached processes finished, across tables.
+std::uint64_t next_finish_order() {
+    static std::atomic<std::uint64_t> finished{0};
+    return ++finished;
+}
 
 std::int64_t unix_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
@@ -34,7 +39,8 @@ std::string new_id() {
 
 // ---- DetachedProcess ---------------------------------------------------------
 
-DetachedProcess::DetachedProcess(std::string id, Json command, SpawnedProcess process, std::size_t log_capacity)
+DetachedProcess::DetachedProcess(std::string id, Json command, SpawnedProcess process,
+                                 std::size_t log_capacity)
     : id_(std::move(id)),
       command_(std::move(command)),
       started_at_ms_(unix_ms()),
@@ -58,7 +64,7 @@ void DetachedProcess::pump() {
     child_->wait();
     std::lock_guard lock(mutex_);
     running_ = false;
-    finish_order_ = ++finished_count;
+    finish_order_ = next_finish_order();
     notify_locked();
 }
 
@@ -157,7 +163,8 @@ Result<std::shared_ptr<DetachedProcess>> ProcessTable::start(const ExecSpec& spe
             running += process->snapshot().running ? 1 : 0;
         }
         if (running >= kMaxRunning) {
-            return errno_error(fmt::format("{} detached processes are running already (the limit)", running), EAGAIN);
+            return errno_error(fmt::format("{} detached processes are running already (the limit)", running),
+                               EAGAIN);
         }
         ++starting_;  // spawning takes a while: hold a slot without the lock
     }
@@ -170,7 +177,8 @@ Result<std::shared_ptr<DetachedProcess>> ProcessTable::start(const ExecSpec& spe
     auto child = spawned->child;
     std::shared_ptr<DetachedProcess> process;
     try {
-        process = std::make_shared<DetachedProcess>(new_id(), spec.command, std::move(*spawned), log_capacity_.load());
+        process = std::make_shared<DetachedProcess>(new_id(), spec.command, std::move(*spawned),
+                                                    log_capacity_.load());
     } catch (const std::system_error& e) {  // no thread for its pump: no exception may leave a handler
         child->signal_group(SIGKILL);
         return errno_error(fmt::format("starting the output thread: {}", e.what()), EAGAIN);
@@ -206,7 +214,8 @@ Result<void> ProcessTable::remove(std::string_view id) {
         return errno_error(fmt::format("no detached process {}", id), ENOENT);
     }
     if (it->second->snapshot().running) {
-        return errno_error(fmt::format("process {} is still running (signal it and wait for its exit)", id), EBUSY);
+        return errno_error(fmt::format("process {} is still running (signal it and wait for its exit)", id),
+                           EBUSY);
     }
     removed = std::move(it->second);
     processes_.erase(it);

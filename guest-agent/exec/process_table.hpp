@@ -19,8 +19,10 @@
 #include <string>
 #include <thread>
 
-// output_log.hpp (frame.hpp) first: FrameKind::Json would shadow messages.hpp's Json.
+// output_log.hpp (frame.hpp) before messages.hpp, in a block of its own:
+// FrameKind::Json would shadow messages.hpp's Json.
 #include "guest-agent/exec/output_log.hpp"
+
 #include "guest-agent/exec/exec_request.hpp"
 
 namespace sbx::agent {
@@ -32,6 +34,8 @@ public:
     ~DetachedProcess();
     DetachedProcess(const DetachedProcess&) = delete;
     DetachedProcess& operator=(const DetachedProcess&) = delete;
+    DetachedProcess(DetachedProcess&&) = delete;
+    DetachedProcess& operator=(DetachedProcess&&) = delete;
 
     [[nodiscard]] const std::string& id() const { return id_; }
     [[nodiscard]] pid_t pid() const { return child_->pid(); }
@@ -91,6 +95,8 @@ public:
     ~ProcessTable();  // kills what still runs
     ProcessTable(const ProcessTable&) = delete;
     ProcessTable& operator=(const ProcessTable&) = delete;
+    ProcessTable(ProcessTable&&) = delete;
+    ProcessTable& operator=(ProcessTable&&) = delete;
 
     // Spawns a detached process. Errors: EAGAIN when kMaxRunning run
     // already (the protocol's "limit"), else spawn()'s.

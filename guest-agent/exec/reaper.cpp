@@ -77,7 +77,7 @@ void Child::reap() {
 Reaper& Reaper::instance() {
     // Leaked on purpose: its threads block in waitid() for the life of the
     // process, and children may exit during static destruction.
-    static Reaper* reaper = new Reaper();
+    static Reaper* const reaper = new Reaper();  // NOLINT(cppcoreguidelines-owning-memory)
     return *reaper;
 }
 
@@ -102,8 +102,9 @@ Result<std::shared_ptr<Child>> Reaper::start_child(int (*in_child)(void*), void*
     child = std::make_shared<Child>(pid);
     add_locked(child);
 #else
-    constexpr std::size_t kStack = 256 * 1024;
-    void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    constexpr std::size_t kStack = std::size_t{256} * 1024;
+    void* stack =
+        ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) {
         return sys_error("mmap for a child's stack");
     }
@@ -115,7 +116,8 @@ Result<std::shared_ptr<Child>> Reaper::start_child(int (*in_child)(void*), void*
         // Registered under the lock taken before the clone: the reaper
         // cannot see the exit of a pid it does not know yet.
         std::lock_guard lock(mutex_);
-        const pid_t pid = ::clone(in_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+        const pid_t pid =
+            ::clone(in_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
         clone_errno = errno;
         if (pid > 0) {
             child = std::make_shared<Child>(pid);

@@ -23,13 +23,20 @@ struct SetupFailure {
 
 const char* stage_name(Stage stage) {
     switch (stage) {
-    case Stage::Session: return "setsid";
-    case Stage::Terminal: return "making the pty the controlling terminal";
-    case Stage::Stdio: return "redirecting stdin/stdout/stderr";
-    case Stage::Groups: return "setgroups";
-    case Stage::Gid: return "setgid";
-    case Stage::Uid: return "setuid";
-    case Stage::Cwd: return "changing to the working directory";
+        case Stage::Session:
+            return "setsid";
+        case Stage::Terminal:
+            return "making the pty the controlling terminal";
+        case Stage::Stdio:
+            return "redirecting stdin/stdout/stderr";
+        case Stage::Groups:
+            return "setgroups";
+        case Stage::Gid:
+            return "setgid";
+        case Stage::Uid:
+            return "setuid";
+        case Stage::Cwd:
+            return "changing to the working directory";
     }
     return "setting up";
 }
@@ -357,7 +364,8 @@ Result<SpawnedProcess> spawn(const SpawnPlan& plan) {
         if (failure.stage == Stage::Cwd) {
             return errno_error(fmt::format("working directory {}", plan.cwd), failure.err);
         }
-        return errno_error(fmt::format("{} for user {}", stage_name(failure.stage), plan.user.name), failure.err);
+        return errno_error(fmt::format("{} for user {}", stage_name(failure.stage), plan.user.name),
+                           failure.err);
     }
     if (plan.timeout.count() > 0) {
         reaper.kill_at(std::chrono::steady_clock::now() + plan.timeout, process.child);

@@ -29,8 +29,8 @@ struct SpawnPlan {
     std::vector<std::string> env;   // "KEY=VALUE", later entries win
     std::string cwd;
     UserInfo user;
-    bool stdin_pipe = false;          // false: stdin is /dev/null
-    std::optional<WindowSize> pty;    // run on a new pseudo-terminal of this size
+    bool stdin_pipe = false;               // false: stdin is /dev/null
+    std::optional<WindowSize> pty;         // run on a new pseudo-terminal of this size
     std::chrono::milliseconds timeout{0};  // 0: none
 };
 
@@ -43,9 +43,9 @@ struct SpawnedProcess {
     UniqueFd terminal;  // with a pty: the master, for resizes
 };
 
-// Starts the process (Reaper::start_child). Failures to set the process up (the user, the working
-// directory, the terminal) are Errors with their errno, and no process
-// remains. A program that cannot be executed is not an Error: like a shell,
+// Starts the process (Reaper::start_child). Failures to set the process
+// up (the user, the working directory, the terminal) are Errors with their
+// errno, and no process remains. A program that cannot be executed is not an Error: like a shell,
 // the process writes "sbx-agent: NAME: command not found" (or the reason)
 // to its stderr and exits with 127 (not found) or 126 (not executable).
 // All returned fds are close-on-exec and non-blocking.
@@ -55,6 +55,7 @@ struct SpawnedProcess {
 [[nodiscard]] Result<void> resize_terminal(int terminal_fd, WindowSize size);
 
 // The value of KEY in a "KEY=VALUE" list (the last one wins), or nullopt.
-[[nodiscard]] std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view key);
+[[nodiscard]] std::optional<std::string_view> env_value(const std::vector<std::string>& env,
+                                                        std::string_view key);
 
 }  // namespace sbx::agent
