@@ -302,6 +302,43 @@ TEST_CASE("limits: 256 running detached processes, the newest 64 exited ones kep
     CHECK(exec_detached(client, ExecRequest{.argv = {"true"}}));  // room again
 }
 
+TEST_CASE("long command lines and many processes still fit in proc_status and proc_list replies") {
+    ExecHarness h;
+    auto client = h.connect();
+    // Control characters are six bytes each once escaped: 48 KiB of request.
+    const std::string junk(8000, '\x01');
+    const std::string command =
+        fmt::format(": '{}'; head -c 4096 /dev/zero | tr '\\0' '\\1'; sleep 1000", junk);
+    std::vector<DetachedProcessRef> refs;
+    for (int i = 0; i < 100; ++i) {
+        refs.push_back(start(client, ExecRequest{.shell = command}));
+    }
+    REQUIRE(eventually([&] { return status(client, refs[0].id)["end_offset"] == 4096; }));
+    auto s = status(client, refs[0].id);
+    CHECK(s["command_truncated"] == true);
+    CHECK(std::string(s["shell"]).starts_with(": '\x01\x01"));
+    CHECK(std::string(s["tail"]) == std::string(4096, '\x01'));
+
+    REQUIRE(client.send_request("proc_list"));
+    int batches = 0;
+    std::size_t listed = 0;
+    while (true) {
+        auto reply = client.read_reply();
+        REQUIRE(reply);
+        listed += (*reply)["processes"].size();
+        if ((*reply)["type"] == "result") {
+            break;
+        }
+        CHECK((*reply)["type"] == "processes");
+        ++batches;
+    }
+    CHECK(batches > 0);
+    CHECK(listed == refs.size());
+    auto joined = proc_list(client);
+    REQUIRE(joined);
+    CHECK((*joined)["processes"].size() == refs.size());
+}
+
 TEST_CASE("bad proc_* requests get the right error and the session goes on") {
     ExecHarness h;
     auto client = h.connect();

@@ -277,7 +277,31 @@ Result<Json> proc_status(AgentClient& client, std::string_view id) {
 }
 
 Result<Json> proc_list(AgentClient& client) {
-    return call_expecting(client, "proc_list", Json::object(), "result");
+    if (auto r = client.send_request("proc_list"); !r) {
+        return r.error();
+    }
+    Json all = Json::array();
+    while (true) {
+        auto reply = client.stream().read_message();
+        if (!reply) {
+            return reply;
+        }
+        const std::string type = reply->value("type", "");
+        if (type == "error") {
+            return agent_error(*reply);
+        }
+        auto batch = reply->find("processes");
+        if ((type != "processes" && type != "result") || batch == reply->end() || !batch->is_array()) {
+            return make_error("unexpected reply to proc_list");
+        }
+        for (auto& entry : *batch) {
+            all.push_back(std::move(entry));
+        }
+        if (type == "result") {
+            (*reply)["processes"] = std::move(all);
+            return reply;
+        }
+    }
 }
 
 Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig) {

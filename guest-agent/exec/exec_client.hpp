@@ -116,6 +116,7 @@ struct AttachResult {
 [[nodiscard]] std::optional<std::uint64_t> first_offset_of(const Error& offset_gone);
 
 [[nodiscard]] Result<Json> proc_status(AgentClient& client, std::string_view id);
+// {"type":"result","processes":[...]}, batches joined.
 [[nodiscard]] Result<Json> proc_list(AgentClient& client);
 // Ok(false) when the process had exited already and nothing was sent.
 [[nodiscard]] Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig);

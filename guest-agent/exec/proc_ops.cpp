@@ -148,6 +148,40 @@ Result<void> proc_attach(Session& session, const Json& request) {
     }
 }
 
+// A command line (up to the 64 KiB of its request, several times that once
+// escaped) as proc_status and proc_list show it: cut to about
+// kCommandBytes, so that every reply fits a JSON message.
+constexpr std::size_t kCommandBytes = 4096;
+
+std::size_t json_size(const Json& j) {
+    return j.dump(-1, ' ', false, Json::error_handler_t::replace).size();
+}
+
+Json command_summary(const Json& command) {
+    if (json_size(command) <= kCommandBytes) {
+        return command;
+    }
+    // Escaping can make a byte six ("\u0001"): keep a sixth.
+    constexpr std::size_t kPiece = kCommandBytes / 6;
+    Json out{{"command_truncated", true}};
+    if (command.contains("shell")) {
+        out["shell"] = command["shell"].get<std::string>().substr(0, kPiece);
+        return out;
+    }
+    Json argv = Json::array();
+    std::size_t used = 0;
+    for (const auto& arg : command["argv"]) {
+        std::string piece = arg.get<std::string>().substr(0, kPiece / 4);
+        used += json_size(piece);
+        if (used > kCommandBytes) {
+            break;
+        }
+        argv.push_back(std::move(piece));
+    }
+    out["argv"] = std::move(argv);
+    return out;
+}
+
 Result<void> proc_status(Session& session, const Json& request) {
     auto process = find_process(session, request);
     if (!process || !*process) {
@@ -166,21 +200,36 @@ Result<void> proc_status(Session& session, const Json& request) {
                 // replaced when the message is written.
                 {"tail", std::string(tail.begin(), tail.end())}};
     add_state(result, s);
-    result.update(p.command());
+    result.update(command_summary(p.command()));
     return session.stream().write_message(result);
 }
 
+// Up to 320 processes do not fit one JSON message: batches of
+// {"type":"processes"} before the final result, which has the last one.
 Result<void> proc_list(Session& session, const Json&) {
-    Json processes = Json::array();
+    constexpr std::size_t kBatchBytes = 48 * 1024;
+    Json batch = Json::array();
+    std::size_t batch_bytes = 0;
     for (const auto& p : session.agent().processes().list()) {
         Json entry{{"id", p->id()}, {"pid", p->pid()}, {"started_at", p->started_at_ms()}};
         auto s = p->snapshot();
         add_state(entry, s);
         entry["end_offset"] = s.end_offset;
-        entry.update(p->command());
-        processes.push_back(std::move(entry));
+        entry.update(command_summary(p->command()));
+        const std::size_t entry_bytes = json_size(entry);
+        if (batch_bytes + entry_bytes > kBatchBytes && !batch.empty()) {
+            if (auto r = session.stream().write_message(
+                    Json{{"type", "processes"}, {"processes", std::move(batch)}});
+                !r) {
+                return r;
+            }
+            batch = Json::array();
+            batch_bytes = 0;
+        }
+        batch.push_back(std::move(entry));
+        batch_bytes += entry_bytes;
     }
-    return session.stream().write_message(Json{{"type", "result"}, {"processes", std::move(processes)}});
+    return session.stream().write_message(Json{{"type", "result"}, {"processes", std::move(batch)}});
 }
 
 Result<void> proc_signal(Session& session, const Json& request) {
