@@ -356,6 +356,7 @@ TEST_CASE("bad proc_* requests get the right error and the session goes on") {
     expect_code("proc_status", Json{{"id", "nope"}}, "not_found");
     expect_code("proc_signal", Json{{"id", "nope"}, {"signal", 15}}, "not_found");
     expect_code("proc_remove", Json{{"id", "nope"}}, "not_found");
+    expect_code("proc_status", Json{{"id", std::string(60000, 'x')}}, "not_found");
     expect_code("proc_attach", Json{{"id", sleeper.id}, {"offset", -1}}, "bad_request");
     expect_code("proc_attach", Json{{"id", sleeper.id}, {"offset", "0"}}, "bad_request");
     expect_code("proc_attach", Json{{"id", sleeper.id}, {"follow", 1}}, "bad_request");

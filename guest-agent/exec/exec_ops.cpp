@@ -39,7 +39,15 @@ Result<void> reply_error(Session& session, const Error& error) {
                                   : error.errno_value == EBUSY ? code::kBadRequest
                                   : error.errno_value != 0     ? code_for_errno(error.errno_value)
                                                                : code::kBadRequest;
-    return session.stream().write_message(error_message(error_code, error.to_string()));
+    // Messages quote the request (a path, a name) and must fit a JSON
+    // message even when the request was built to be as large as one.
+    constexpr std::size_t kMaxMessage = 4096;
+    std::string message = error.to_string();
+    if (message.size() > kMaxMessage) {
+        message.resize(kMaxMessage);
+        message += "...";
+    }
+    return session.stream().write_message(error_message(error_code, message));
 }
 
 std::optional<int> valid_signal(const Json& message) {

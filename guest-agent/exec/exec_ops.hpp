@@ -13,7 +13,7 @@ namespace sbx::agent {
 
 // Sends an error message for `error`: EAGAIN is "limit", EBUSY (a process
 // still running) "bad_request", other errnos as code_for_errno(), no errno
-// "bad_request".
+// "bad_request". Long messages are cut to 4 KiB.
 [[nodiscard]] Result<void> reply_error(Session& session, const Error& error);
 
 // The "signal" field when it is a signal number (1 to NSIG-1).

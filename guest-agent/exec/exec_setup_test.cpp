@@ -192,6 +192,11 @@ TEST_CASE("bad requests get the right error and the session goes on") {
     expect_code(Json{{"argv", {"true"}}, {"user", ""}}, "bad_request");
     expect_code(Json{{"argv", {"true"}}, {"cwd", 7}}, "bad_request");
     expect_code(Json{{"argv", {"true"}}, {"detach", true}, {"stdin", true}}, "bad_request");
+    // Errors quoting a request as large as a message still fit in one.
+    const std::string huge(60000, 'x');
+    expect_code(Json{{"argv", {"true"}}, {"user", huge}}, "not_found");
+    expect_code(Json{{"argv", {"true"}}, {"cwd", "/" + huge}}, "io_error");  // ENAMETOOLONG
+    expect_code(Json{{"argv", {"true"}}, {"env", {{huge, 1}}}}, "bad_request");
     CHECK(sh(client, "echo fine").stdout_data == "fine\n");
 }
 

@@ -15,8 +15,7 @@ namespace {
 constexpr std::size_t kTailBytes = 4096;
 
 Result<void> unknown_process(Session& session, std::string_view id) {
-    return session.stream().write_message(
-        error_message(code::kNotFound, fmt::format("no detached process \"{}\"", id)));
+    return reply_error(session, errno_error(fmt::format("no detached process \"{}\"", id), ENOENT));
 }
 
 Result<void> offset_gone(Session& session, std::uint64_t offset, std::uint64_t first_offset) {
