@@ -158,6 +158,13 @@ TEST_CASE("a program that cannot run exits 127 or 126 with a message, like a she
     CHECK(denied.code == 126);
     CHECK(denied.stderr_data.find("cannot execute") != std::string::npos);
     CHECK(run_ok(client, ExecRequest{.argv = {"/etc"}}).code == 126);
+    // Such a child ends the moment its starter resumes, often before it is
+    // registered with the reaper: its status must still arrive, every time.
+    for (int i = 0; i < 100; ++i) {
+        REQUIRE(run_ok(client, ExecRequest{.argv = {"/no/such/program"}}).code == 127);
+        auto failed = exec(client, ExecRequest{.argv = {"true"}, .cwd = "/no/such/dir"});
+        REQUIRE_FALSE(failed);
+    }
 }
 
 TEST_CASE("bad requests get the right error and the session goes on") {

@@ -59,11 +59,11 @@ void Child::wait() const {
     exited_cv_.wait(lock, [&] { return wait_status_.has_value(); });
 }
 
-void Child::reap() {
-    int status = 0;
+void Child::reap(std::optional<int> collected) {
+    int status = collected.value_or(0);
     {
         std::lock_guard lock(mutex_);
-        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+        while (!collected && ::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
         }
         wait_status_ = status;
     }
@@ -89,54 +89,57 @@ Reaper::Reaper() {
 }
 
 Result<std::shared_ptr<Child>> Reaper::start_child(int (*in_child)(void*), void* arg) {
-    std::shared_ptr<Child> child;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    std::lock_guard lock(mutex_);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        return sys_error("fork");
+    {
+        std::lock_guard lock(mutex_);
+        ++starting_;
     }
+    int start_errno = 0;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const pid_t pid = ::fork();
     if (pid == 0) {
         ::_exit(in_child(arg));
     }
-    child = std::make_shared<Child>(pid);
-    add_locked(child);
+    start_errno = errno;
 #else
     constexpr std::size_t kStack = std::size_t{256} * 1024;
     void* stack =
         ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
-        return sys_error("mmap for a child's stack");
-    }
-    sigset_t all, saved;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &saved);
-    int clone_errno = 0;
-    {
-        // Registered under the lock taken before the clone: the reaper
-        // cannot see the exit of a pid it does not know yet.
-        std::lock_guard lock(mutex_);
-        const pid_t pid =
-            ::clone(in_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
-        clone_errno = errno;
-        if (pid > 0) {
-            child = std::make_shared<Child>(pid);
-            add_locked(child);
-        }
-    }
-    ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
-    ::munmap(stack, kStack);  // unused now: CLONE_VFORK returns once the child has exec'd or exited
-    if (!child) {
-        return errno_error("clone", clone_errno);
+    pid_t pid = -1;
+    start_errno = errno;
+    if (stack != MAP_FAILED) {
+        sigset_t all, saved;
+        sigfillset(&all);
+        ::pthread_sigmask(SIG_SETMASK, &all, &saved);
+        pid = ::clone(in_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+        start_errno = errno;
+        ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+        ::munmap(stack, kStack);  // unused now: CLONE_VFORK returns once the child has exec'd or exited
     }
 #endif
+    if (auto delay = registration_delay_.load(); delay.count() > 0) {
+        std::this_thread::sleep_for(delay);
+    }
+    std::lock_guard lock(mutex_);
+    --starting_;
+    std::shared_ptr<Child> child;
+    if (pid > 0) {
+        child = std::make_shared<Child>(pid);
+        if (auto early = early_exits_.find(pid); early != early_exits_.end()) {
+            child->reap(early->second);  // it ended before it was registered
+            early_exits_.erase(early);
+        } else {
+            children_.emplace(pid, child);
+            ++generation_;
+            children_cv_.notify_one();
+        }
+    }
+    if (starting_ == 0) {
+        early_exits_.clear();  // what no start claimed were orphans
+    }
+    if (!child) {
+        return errno_error("starting a process", start_errno);
+    }
     return child;
-}
-
-void Reaper::add_locked(std::shared_ptr<Child> child) {
-    children_.emplace(child->pid(), std::move(child));
-    ++generation_;
-    children_cv_.notify_one();
 }
 
 void Reaper::kill_at(std::chrono::steady_clock::time_point when, std::weak_ptr<Child> child) {
@@ -178,13 +181,18 @@ void Reaper::reap_forever() {
             if (auto it = children_.find(info.si_pid); it != children_.end()) {
                 child = std::move(it->second);
                 children_.erase(it);
+            } else {
+                // An orphan re-parented to us, or a child whose start_child()
+                // has not registered it yet: that one will claim its status.
+                int status = 0;
+                ::waitpid(info.si_pid, &status, 0);
+                if (starting_ > 0) {
+                    early_exits_[info.si_pid] = status;
+                }
             }
         }
         if (child) {
             child->reap();
-        } else {
-            int status = 0;  // an orphan re-parented to us
-            ::waitpid(info.si_pid, &status, 0);
         }
     }
 }

@@ -3,8 +3,10 @@
 //
 // The reaper thread waits for every child of the process (waitid(P_ALL))
 // and routes each exit to the Child it belongs to, exactly once. A child
-// is registered under the registry lock held across fork(), so no exit can
-// arrive for a pid the reaper does not know. The process is made a child
+// that ends before start_child() has registered it has its status kept
+// for start_child() to claim; no lock is held while a child starts, so a
+// program whose exec hangs (a file system that does not answer) holds up
+// only the session that started it. The process is made a child
 // subreaper (PR_SET_CHILD_SUBREAPER): descendants whose parents exit (a
 // detached command's daemons) are re-parented to the agent rather than
 // escaping to init, and the reaper collects them too. Nothing else in the
@@ -16,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -54,8 +57,9 @@ public:
     [[nodiscard]] bool running() const { return !exit_status().has_value(); }
     void wait() const;
 
-    // Called by the reaper: collects the zombie and publishes its status.
-    void reap();
+    // Called by the reaper: collects the zombie (or takes the status
+    // already collected) and publishes its status.
+    void reap(std::optional<int> collected = std::nullopt);
 
 private:
     const pid_t pid_;
@@ -82,19 +86,25 @@ public:
     // (Sanitizer builds fork instead: their runtime does not expect this.)
     Result<std::shared_ptr<Child>> start_child(int (*in_child)(void*), void* arg);
 
+    // Tests: a pause between a child's start and its registration, so that
+    // it can end in between.
+    void set_registration_delay_for_tests(std::chrono::microseconds delay) { registration_delay_ = delay; }
+
     // SIGKILLs the child's group at `when` (unless it is gone by then).
     void kill_at(std::chrono::steady_clock::time_point when, std::weak_ptr<Child> child);
 
 private:
     Reaper();
-    void add_locked(std::shared_ptr<Child> child);
     void reap_forever();
     void enforce_deadlines();
 
     std::mutex mutex_;
     std::condition_variable children_cv_;
     std::unordered_map<pid_t, std::shared_ptr<Child>> children_;
-    std::uint64_t generation_ = 0;  // forks so far: wakes the reaper from "no children"
+    std::uint64_t generation_ = 0;                // registrations so far: wakes the reaper from "no children"
+    int starting_ = 0;                            // start_child() calls between their clone and registration
+    std::unordered_map<pid_t, int> early_exits_;  // wait statuses for them to claim
+    std::atomic<std::chrono::microseconds> registration_delay_{std::chrono::microseconds(0)};
 
     std::mutex deadline_mutex_;
     std::condition_variable deadline_cv_;
