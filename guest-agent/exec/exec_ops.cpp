@@ -83,9 +83,12 @@ public:
         }
         auto served = serve_client();
         if (!served) {
-            // Attached processes do not outlive their connection.
+            // Attached processes do not outlive their connection. The
+            // session ends too: a client that broke framing but does not
+            // read must not keep the pump blocked in a write.
             client_gone_ = true;
             process_.child->signal_group(SIGKILL);
+            stream_.shutdown_write();
         }
         pump_thread.join();
         if (!served) {
@@ -182,8 +185,8 @@ private:
         if (process_.terminal) {
             termios t{};
             const std::uint8_t veof = ::tcgetattr(process_.terminal.get(), &t) == 0 ? t.c_cc[VEOF] : 4;
-            pending_.assign(last_stdin_byte_ == '\n' ? 1 : 2,
-                            veof);  // nothing is pending: frames are read only then
+            // Nothing is pending here: frames are read only when it is so.
+            pending_.assign(last_stdin_byte_ == '\n' ? 1 : 2, veof);
             pending_at_ = 0;
         }
         if (pending_at_ == pending_.size()) {
