@@ -15,6 +15,24 @@
 namespace sbx::agent::tar {
 
 inline constexpr std::size_t kBlock = 512;
+
+// ustar header field offsets and widths (POSIX.1-2001, "ustar Interchange Format").
+struct Field {
+    std::size_t offset;
+    std::size_t width;
+};
+inline constexpr Field kName{0, 100};
+inline constexpr Field kMode{100, 8};
+inline constexpr Field kUid{108, 8};
+inline constexpr Field kGid{116, 8};
+inline constexpr Field kSize{124, 12};
+inline constexpr Field kMtime{136, 12};
+inline constexpr Field kChecksum{148, 8};
+inline constexpr std::size_t kTypeflag = 156;
+inline constexpr Field kLinkname{157, 100};
+inline constexpr Field kMagic{257, 6};
+inline constexpr Field kVersion{263, 2};
+inline constexpr Field kPrefix{345, 155};
 // The largest PAX extended header or GNU long name a reader accepts: the
 // reader holds one in memory, and real ones are a few hundred bytes.
 inline constexpr std::size_t kMaxMetaSize = 1 << 20;

@@ -8,21 +8,6 @@ namespace {
 
 using Block = std::array<std::uint8_t, kBlock>;
 
-struct Field {
-    std::size_t offset;
-    std::size_t width;
-};
-constexpr Field kName{0, 100};
-constexpr Field kMode{100, 8};
-constexpr Field kUid{108, 8};
-constexpr Field kGid{116, 8};
-constexpr Field kSize{124, 12};
-constexpr Field kMtime{136, 12};
-constexpr Field kChecksum{148, 8};
-constexpr std::size_t kTypeflag = 156;
-constexpr Field kLinkname{157, 100};
-constexpr Field kPrefix{345, 155};
-
 // No entry is bigger than this; keeps size arithmetic far from overflow.
 constexpr std::uint64_t kMaxEntrySize = std::uint64_t{1} << 62;
 

@@ -9,23 +9,6 @@
 namespace sbx::agent::tar {
 namespace {
 
-// ustar header field offsets and widths (POSIX.1-2001, "ustar Interchange Format").
-struct Field {
-    std::size_t offset;
-    std::size_t width;
-};
-constexpr Field kName{0, 100};
-constexpr Field kMode{100, 8};
-constexpr Field kUid{108, 8};
-constexpr Field kGid{116, 8};
-constexpr Field kSize{124, 12};
-constexpr Field kMtime{136, 12};
-constexpr Field kChecksum{148, 8};
-constexpr std::size_t kTypeflag = 156;
-constexpr Field kLinkname{157, 100};
-constexpr Field kMagic{257, 6};
-constexpr Field kVersion{263, 2};
-
 using Block = std::array<std::uint8_t, kBlock>;
 
 // An octal field holds width - 1 digits and a NUL.
