@@ -223,26 +223,16 @@ Result<void> file_write(Session& session, const Json& request) {
     if (!target) {
         return target.error();
     }
-    if (auto r = session.stream().write_message(Json{{"type", "ready"}}); !r) {
-        return r;
-    }
-    files::UploadReader upload(session.stream());
-    while (true) {
-        auto chunk = upload.next();
-        if (!chunk) {
-            return files::end_failed_upload(session, upload, chunk.error());
-        }
-        if (!*chunk) {
-            break;
-        }
-        if (auto r = target->write(**chunk); !r) {
-            return r;  // the temporary file goes first; the session then discards the rest of the DATA
-        }
+    // On an error the temporary file goes first; the session then discards the rest of the DATA.
+    auto received =
+        files::receive_upload(session, [&](std::span<const std::uint8_t> bytes) { return target->write(bytes); });
+    if (!received || !*received) {
+        return received ? ok() : Result<void>(received.error());
     }
     if (auto r = target->commit(*mode, *owner); !r) {
         return r;
     }
-    return session.stream().write_message(Json{{"type", "result"}, {"bytes", upload.received()}});
+    return session.stream().write_message(Json{{"type", "result"}, {"bytes", **received}});
 }
 
 }  // namespace

@@ -67,21 +67,11 @@ Result<void> tar_put(Session& session, const Json& request) {
     }
     files::TreeExtractor extractor(root->get(), files::ExtractOptions{owner->uid, owner->gid, 07777});
     tar::TarReader reader(extractor);
-    if (auto r = session.stream().write_message(Json{{"type", "ready"}}); !r) {
-        return r;
-    }
-    files::UploadReader upload(session.stream());
-    while (true) {
-        auto chunk = upload.next();
-        if (!chunk) {
-            return files::end_failed_upload(session, upload, chunk.error());
-        }
-        if (!*chunk) {
-            break;
-        }
-        if (auto r = reader.feed(**chunk); !r) {
-            return r;  // entries so far stay; the session discards the rest of the DATA
-        }
+    // On an error the entries so far stay; the session discards the rest of the DATA.
+    auto received =
+        files::receive_upload(session, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); });
+    if (!received || !*received) {
+        return received ? ok() : Result<void>(received.error());
     }
     if (auto r = reader.finish(); !r) {
         return r;

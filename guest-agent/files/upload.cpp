@@ -40,4 +40,27 @@ Result<void> end_failed_upload(Session& session, const UploadReader& upload, Err
     return ok();
 }
 
+Result<std::optional<std::uint64_t>> receive_upload(
+    Session& session, const std::function<Result<void>(std::span<const std::uint8_t>)>& consume) {
+    if (auto r = session.stream().write_message(Json{{"type", "ready"}}); !r) {
+        return r.error();
+    }
+    UploadReader upload(session.stream());
+    while (true) {
+        auto chunk = upload.next();
+        if (!chunk) {
+            if (auto r = end_failed_upload(session, upload, chunk.error()); !r) {
+                return r.error();
+            }
+            return std::optional<std::uint64_t>();
+        }
+        if (!*chunk) {
+            return std::optional<std::uint64_t>(upload.received());
+        }
+        if (auto r = consume(**chunk); !r) {
+            return r.error();
+        }
+    }
+}
+
 }  // namespace sbx::agent::files

@@ -4,7 +4,9 @@
 // the op. One frame (at most 1 MiB) is held at a time.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "guest-agent/agent/agent.hpp"
@@ -35,5 +37,12 @@ private:
 // the op's final message. DATA the client sends after that is discarded by
 // the session until the next request.
 [[nodiscard]] Result<void> end_failed_upload(Session& session, const UploadReader& upload, Error error);
+
+// The whole upload: sends "ready", hands each piece to `consume` until EOF.
+// Returns the bytes received; an error from `consume` or from the client is
+// returned as the op's error (the session discards the rest of the DATA),
+// a broken connection ends the session (nullopt).
+[[nodiscard]] Result<std::optional<std::uint64_t>> receive_upload(
+    Session& session, const std::function<Result<void>(std::span<const std::uint8_t>)>& consume);
 
 }  // namespace sbx::agent::files
