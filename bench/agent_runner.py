@@ -11,34 +11,14 @@ Usage: agent_runner.py UDS TOKEN [RUNS]
 """
 
 import json
+import os
 import socket
-import struct
 import sys
 import time
 
-
-def send_frame(sock, message):
-    body = b"\x01" + json.dumps(message).encode()
-    sock.sendall(struct.pack("<I", len(body)) + body)
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data
-
-
-def recv_message(sock):
-    """The next JSON message, skipping data/EOF frames."""
-    while True:
-        (length,) = struct.unpack("<I", recv_exact(sock, 4))
-        body = recv_exact(sock, length)
-        if body[0] == 1:
-            return json.loads(body[1:])
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "guest"))
+from agent_frames import recv_message, send_frame  # noqa: E402  (the path is set just above)
 
 
 def connect(uds, token):

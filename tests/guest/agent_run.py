@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the (shared) source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmrun  # noqa: E402
+from agent_frames import recv_frame, send_frame  # noqa: E402
 
 BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux "
                 "i8042.nopnp i8042.dumbkbd quiet")
@@ -57,31 +57,6 @@ EVENTS = [
     ("agent-start", "SBX-AGENT-START:"),
     ("report", "SBX-ROOTFS-STATE:"),
 ]
-
-
-def send_frame(sock, message):
-    """One JSON frame of the agent protocol (docs/agent-protocol.md)."""
-    body = b"\x01" + json.dumps(message).encode()
-    sock.sendall(struct.pack("<I", len(body)) + body)
-
-
-def recv_exact(sock, n):
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data
-
-
-def recv_frame(sock):
-    """(kind, body) of the next frame."""
-    (length,) = struct.unpack("<I", recv_exact(sock, 4))
-    if not 1 <= length <= (1 << 20) + 1:
-        raise ConnectionError(f"bad frame length {length}")
-    body = recv_exact(sock, length)
-    return body[0], body[1:]
 
 
 def talk_to_agent(vs, token, user, emit):
