@@ -10,7 +10,6 @@ Prints "BENCH-EXEC: <mode> n=<N> median_ms=<x> p99_ms=<y> min_ms=<z>".
 Usage: agent_runner.py UDS TOKEN [RUNS]
 """
 
-import json
 import os
 import socket
 import sys
