@@ -19,19 +19,20 @@ Result<Frame> FrameStream::read() {
         if (auto frame = decoder_.next()) {
             return std::move(*frame);
         }
-        if (in_pos_ == in_.size()) {
-            in_.resize(kReadChunk);
+        if (in_pos_ == in_end_) {
+            // Sized once (not per read: resizing would zero 256 KiB each time).
+            if (in_.empty()) {
+                in_.resize(kReadChunk);
+            }
+            in_pos_ = in_end_ = 0;
             ssize_t n = 0;
             do {
                 n = ::read(fd_.get(), in_.data(), in_.size());
             } while (n < 0 && errno == EINTR);
             if (n < 0) {
-                in_.clear();
-                in_pos_ = 0;
                 return sys_error("reading a frame");
             }
-            in_.resize(static_cast<std::size_t>(n));
-            in_pos_ = 0;
+            in_end_ = static_cast<std::size_t>(n);
             if (n == 0) {
                 if (decoder_.pending() > 0) {
                     return make_error("connection closed in the middle of a frame");
@@ -39,7 +40,7 @@ Result<Frame> FrameStream::read() {
                 return make_error(std::string(kClosed));
             }
         }
-        auto used = decoder_.feed(std::span(in_).subspan(in_pos_));
+        auto used = decoder_.feed(std::span(in_).subspan(in_pos_, in_end_ - in_pos_));
         if (!used) {
             return used.error();
         }
@@ -116,9 +117,9 @@ Result<void> FrameStream::write_eof(Channel channel) {
 }
 
 std::vector<std::uint8_t> FrameStream::take_buffered() {
-    std::vector<std::uint8_t> rest(in_.begin() + static_cast<std::ptrdiff_t>(in_pos_), in_.end());
-    in_.clear();
-    in_pos_ = 0;
+    std::vector<std::uint8_t> rest(in_.begin() + static_cast<std::ptrdiff_t>(in_pos_),
+                                   in_.begin() + static_cast<std::ptrdiff_t>(in_end_));
+    in_pos_ = in_end_ = 0;
     return rest;
 }
 

@@ -32,7 +32,7 @@ public:
 
     // True when bytes past the last frame are already buffered: poll(2) on
     // fd() would not report them, so read() before polling again.
-    [[nodiscard]] bool has_buffered_input() const { return in_pos_ < in_.size(); }
+    [[nodiscard]] bool has_buffered_input() const { return in_pos_ < in_end_; }
 
     // Bytes read from the socket past the last frame (a stream that turns
     // into raw bytes, as port forwarding does, must forward these first).
@@ -46,8 +46,9 @@ private:
 
     UniqueFd fd_;
     FrameDecoder decoder_;
-    std::vector<std::uint8_t> in_;  // read but not yet fed
+    std::vector<std::uint8_t> in_;  // a fixed read buffer; [in_pos_, in_end_) not yet fed
     std::size_t in_pos_ = 0;
+    std::size_t in_end_ = 0;
     std::mutex write_mutex_;
     std::vector<std::uint8_t> out_;  // reused encode buffer (under write_mutex_)
 };
