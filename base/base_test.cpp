@@ -110,3 +110,69 @@ TEST_CASE("Epoll reports a signalled eventfd with its token") {
     REQUIRE(ep->remove(ev->fd()));
     CHECK(*ep->wait(out, 0) == 0);
 }
+
+#include "base/byte_codec.hpp"
+
+TEST_CASE("ByteWriter and ByteReader round-trip little-endian fields") {
+    ByteWriter w;
+    w.u8(0xab);
+    w.u16(0x1234);
+    w.u32(0xdeadbeef);
+    w.u64(0x0102030405060708ULL);
+    w.boolean(true);
+    w.string("vda");
+    struct Pod {
+        std::uint32_t a;
+        std::uint16_t b;
+    } pod{7, 9};
+    w.pod(pod);
+    CHECK(w.bytes()[1] == 0x34);  // little-endian
+    ByteReader r(w.bytes());
+    CHECK(r.u8() == 0xab);
+    CHECK(r.u16() == 0x1234);
+    CHECK(r.u32() == 0xdeadbeef);
+    CHECK(r.u64() == 0x0102030405060708ULL);
+    CHECK(r.boolean());
+    CHECK(r.string(16) == "vda");
+    auto back = r.pod<Pod>();
+    CHECK(back.a == 7);
+    CHECK(back.b == 9);
+    CHECK(r.finish("test"));
+}
+
+TEST_CASE("ByteReader refuses truncation, trailing bytes, bad booleans and huge counts") {
+    ByteWriter w;
+    w.u32(5);
+    auto bytes = w.take();
+    {
+        ByteReader r(bytes);
+        CHECK(r.u64() == 0);
+        auto result = r.finish("state");
+        REQUIRE_FALSE(result);
+        CHECK(result.error().message.find("truncated") != std::string::npos);
+    }
+    {
+        ByteReader r(bytes);
+        r.u16();
+        CHECK_FALSE(r.finish("state"));  // two bytes left over
+    }
+    {
+        std::vector<std::uint8_t> two{2};
+        ByteReader r(two);
+        r.boolean();
+        CHECK_FALSE(r.finish("state"));
+    }
+    {
+        ByteReader r(bytes);  // a count of 5 items of 8 bytes with nothing after
+        CHECK(r.count(8, 100) == 0);
+        CHECK(r.failed());
+    }
+    {
+        ByteWriter pw;
+        pw.blob(std::vector<std::uint8_t>(3, 0));
+        auto pb = pw.take();
+        ByteReader r(pb);
+        r.pod<std::uint64_t>();  // a 3-byte blob is not a u64
+        CHECK_FALSE(r.finish("state"));
+    }
+}
