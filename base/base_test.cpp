@@ -176,3 +176,27 @@ TEST_CASE("ByteReader refuses truncation, trailing bytes, bad booleans and huge 
         CHECK_FALSE(r.finish("state"));
     }
 }
+
+#include <thread>
+
+#include "base/event_loop.hpp"
+
+TEST_CASE("EventLoop runs again after stop (a paused VM's device loop)") {
+    auto loop = EventLoop::create();
+    REQUIRE(loop);
+    auto fd = EventFd::create();
+    REQUIRE(fd);
+    int calls = 0;
+    REQUIRE((*loop)->add(fd->fd(), 1 /* EPOLLIN */, [&](std::uint32_t) {
+        [[maybe_unused]] auto r = fd->consume();
+        ++calls;
+        (*loop)->stop();
+    }));
+    for (int round = 1; round <= 2; ++round) {
+        REQUIRE(fd->signal());
+        REQUIRE((*loop)->run());  // the handler's stop() ends this run
+        CHECK(calls == round);
+    }
+    (*loop)->stop();  // a stop before run() ends that run at once
+    CHECK((*loop)->run());
+}

@@ -59,9 +59,12 @@ void EventLoop::remove(int fd) {
 Result<void> EventLoop::run() {
     while (!stopping_) {
         if (auto n = run_once(-1); !n) {
+            stopping_ = false;
             return n.error();
         }
     }
+    // One stop() ends one run(): a paused VM runs its device loop again.
+    stopping_ = false;
     return ok();
 }
 

@@ -29,12 +29,14 @@ public:
     // Stops delivering events for fd; a handler already running finishes.
     void remove(int fd);
 
-    // Dispatches until stop(); an error from epoll_wait ends it.
+    // Dispatches until stop(); an error from epoll_wait ends it. The loop
+    // may be run again after it returns.
     Result<void> run();
     // One wait of up to timeout_ms (-1: forever) and its dispatch; returns
     // how many handlers ran. For tests and for loops embedded elsewhere.
     Result<std::size_t> run_once(int timeout_ms);
-    // Thread-safe; run() returns after the handlers it is calling now.
+    // Thread-safe; run() returns after the handlers it is calling now (or
+    // at once, if it is called after this).
     void stop();
 
 private:
