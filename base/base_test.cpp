@@ -200,3 +200,20 @@ TEST_CASE("EventLoop runs again after stop (a paused VM's device loop)") {
     (*loop)->stop();  // a stop before run() ends that run at once
     CHECK((*loop)->run());
 }
+
+TEST_CASE("MmapRegion::private_copy reads the file and keeps writes to itself") {
+    char path[] = "/tmp/sbx-cow-test-XXXXXX";
+    int raw = ::mkstemp(path);
+    REQUIRE(raw >= 0);
+    UniqueFd file(raw);
+    ::unlink(path);
+    std::vector<std::uint8_t> page(8192, 0x5a);
+    REQUIRE(::pwrite(file.get(), page.data(), page.size(), 0) == 8192);
+    auto region = MmapRegion::private_copy(file.get(), 4096, 4096);  // the second page
+    REQUIRE(region);
+    CHECK(region->data()[0] == 0x5a);
+    region->data()[0] = 1;
+    std::uint8_t on_disk = 0;
+    REQUIRE(::pread(file.get(), &on_disk, 1, 4096) == 1);
+    CHECK(on_disk == 0x5a);
+}

@@ -24,6 +24,14 @@ Result<MmapRegion> MmapRegion::shared(int fd, std::size_t size, off_t offset) {
     return MmapRegion(p, size);
 }
 
+Result<MmapRegion> MmapRegion::private_copy(int fd, std::size_t size, off_t offset) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, offset);
+    if (p == MAP_FAILED) {
+        return sys_error("cannot map {} bytes of fd {} at offset {} copy-on-write", size, fd, offset);
+    }
+    return MmapRegion(p, size);
+}
+
 Result<MmapRegion> MmapRegion::map_file(const std::string& path, std::size_t max_bytes) {
     auto file = open_regular_file(path, max_bytes);
     if (!file) {

@@ -32,6 +32,9 @@ public:
     static Result<MmapRegion> anonymous(std::size_t size);
     // A shared mapping of fd at offset (e.g. the vCPU's kvm_run page).
     static Result<MmapRegion> shared(int fd, std::size_t size, off_t offset = 0);
+    // A writable copy-on-write (MAP_PRIVATE) mapping of fd at offset: reads
+    // come from the file (holes read as zeros), writes stay in this process.
+    static Result<MmapRegion> private_copy(int fd, std::size_t size, off_t offset);
     // A read-only private mapping of a whole regular file (kernel, initrd):
     // only the pages a caller touches are read. Refuses files over
     // max_bytes and empty ones. The file must not shrink while mapped.

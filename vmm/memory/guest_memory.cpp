@@ -9,6 +9,10 @@ constexpr std::uint64_t kPageSize = 4096;
 }
 
 Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs) {
+    return create(specs, [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); });
+}
+
+Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs, const MapRegion& map_region) {
     std::vector<MemoryRegionSpec> sorted(specs.begin(), specs.end());
     std::sort(sorted.begin(), sorted.end(),
               [](const auto& a, const auto& b) { return a.start < b.start; });
@@ -26,9 +30,13 @@ Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs)
         if (!regions.empty() && spec.start.value < previous_end) {
             return make_error("memory region at {:#x} overlaps the previous one", spec.start.value);
         }
-        auto mapping = MmapRegion::anonymous(spec.size);
+        auto mapping = map_region(spec, regions.size());
         if (!mapping) {
             return mapping.error().context("guest memory");
+        }
+        if (mapping->size() != spec.size) {
+            return make_error("guest memory: region at {:#x} mapped {} bytes, not {}", spec.start.value,
+                              mapping->size(), spec.size);
         }
         regions.push_back(Region{spec.start, std::move(*mapping)});
         previous_end = end.value;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -52,6 +53,11 @@ public:
     // Maps anonymous memory for each region. Regions must be non-empty,
     // page-aligned and must not overlap.
     static Result<GuestMemory> create(std::span<const MemoryRegionSpec> specs);
+    // The same checks, with each region's mapping made by `map_region`
+    // (called in address order with the region's index): a restore maps a
+    // snapshot file copy-on-write instead of anonymous memory.
+    using MapRegion = std::function<Result<MmapRegion>(const MemoryRegionSpec& spec, std::size_t index)>;
+    static Result<GuestMemory> create(std::span<const MemoryRegionSpec> specs, const MapRegion& map_region);
 
     [[nodiscard]] const std::vector<Region>& regions() const { return regions_; }
     [[nodiscard]] std::uint64_t total_size() const;

@@ -79,3 +79,24 @@ TEST_CASE("huge lengths do not overflow the bounds check") {
     CHECK_FALSE(mem.contains(GuestAddress(0x10), UINT64_MAX));
     CHECK_FALSE(mem.slice(GuestAddress(0x10), UINT64_MAX));
 }
+
+TEST_CASE("a custom mapper backs each region and must map its exact size") {
+    std::array specs{MemoryRegionSpec{GuestAddress(0x100000), 0x1000}, MemoryRegionSpec{GuestAddress(0), 0x2000}};
+    std::vector<std::size_t> seen;
+    auto mem = GuestMemory::create(specs, [&](const MemoryRegionSpec& spec, std::size_t index) {
+        seen.push_back(index);
+        auto region = MmapRegion::anonymous(spec.size);
+        if (region) {
+            region->data()[0] = static_cast<std::uint8_t>(0xa0 + index);
+        }
+        return region;
+    });
+    REQUIRE(mem);
+    CHECK(seen == std::vector<std::size_t>{0, 1});  // in address order
+    CHECK(*mem->read_obj<std::uint8_t>(GuestAddress(0)) == 0xa0);
+    CHECK(*mem->read_obj<std::uint8_t>(GuestAddress(0x100000)) == 0xa1);
+    auto wrong = GuestMemory::create(specs, [](const MemoryRegionSpec&, std::size_t) {
+        return MmapRegion::anonymous(0x3000);
+    });
+    CHECK_FALSE(wrong);
+}
