@@ -189,6 +189,14 @@ Result<void> Queue::restore(const GuestMemory& memory, const QueueState& state) 
         return make_error("saved queue has {} entries at most, this device {}", state.max_size, max_size_);
     }
     reset();
+    if (!state.active && (state.next_avail != 0 || state.next_used != 0 || state.signalled_used != 0 ||
+                          state.signalled_valid || state.event_idx)) {
+        return make_error("saved queue is inactive but has ring positions");
+    }
+    if (state.active && static_cast<std::uint16_t>(state.next_avail - state.next_used) > state.size) {
+        return make_error("saved queue has {} chains outstanding on a queue of {}",
+                          static_cast<std::uint16_t>(state.next_avail - state.next_used), state.size);
+    }
     size_ = state.size;
     ready_ = state.ready;
     desc_table_ = state.desc_table;
@@ -197,6 +205,7 @@ Result<void> Queue::restore(const GuestMemory& memory, const QueueState& state) 
     indirect_allowed_ = state.indirect_allowed;
     if (state.active) {
         if (auto r = activate(memory, state.event_idx); !r) {
+            reset();
             return r.error().context("restoring queue");
         }
     }
@@ -205,6 +214,48 @@ Result<void> Queue::restore(const GuestMemory& memory, const QueueState& state) 
     signalled_used_ = state.signalled_used;
     signalled_valid_ = state.signalled_valid;
     return ok();
+}
+
+void QueueState::encode(ByteWriter& out) const {
+    out.u16(kVersion);
+    out.u16(max_size);
+    out.u16(size);
+    out.boolean(ready);
+    out.u64(desc_table);
+    out.u64(avail_ring);
+    out.u64(used_ring);
+    out.u16(next_avail);
+    out.u16(next_used);
+    out.u16(signalled_used);
+    out.boolean(signalled_valid);
+    out.boolean(event_idx);
+    out.boolean(indirect_allowed);
+    out.boolean(active);
+}
+
+Result<QueueState> QueueState::decode(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    if (!in.failed() && version != kVersion) {
+        return make_error("queue state version {} is not {}", version, kVersion);
+    }
+    QueueState s;
+    s.max_size = in.u16();
+    s.size = in.u16();
+    s.ready = in.boolean();
+    s.desc_table = in.u64();
+    s.avail_ring = in.u64();
+    s.used_ring = in.u64();
+    s.next_avail = in.u16();
+    s.next_used = in.u16();
+    s.signalled_used = in.u16();
+    s.signalled_valid = in.boolean();
+    s.event_idx = in.boolean();
+    s.indirect_allowed = in.boolean();
+    s.active = in.boolean();
+    if (in.failed()) {
+        return in.finish("queue state").error();
+    }
+    return s;
 }
 
 }  // namespace sbx::virtio

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "base/byte_codec.hpp"
 #include "devices/virtio/queue/descriptor_chain.hpp"
 #include "vmm/memory/guest_memory.hpp"
 
@@ -28,6 +29,12 @@ struct QueueState {
     bool event_idx = false;
     bool indirect_allowed = false;
     bool active = false;
+
+    static constexpr std::uint16_t kVersion = 1;
+    // u16 version, then the fields in declaration order.
+    void encode(ByteWriter& out) const;
+    // Checks only the encoding; the values are checked by Queue::restore.
+    [[nodiscard]] static Result<QueueState> decode(ByteReader& in);
 };
 
 class Queue {
@@ -85,7 +92,10 @@ public:
     [[nodiscard]] Result<bool> pop_or_enable_notification(DescriptorChain& chain);
 
     [[nodiscard]] QueueState save() const;
-    // Checks the state against memory when it says the queue was active.
+    // Checks the state as untrusted input: against memory when it says the
+    // queue was active (as activate() does), positions that no device could
+    // have reached (more chains outstanding than the queue holds, positions
+    // on a queue never activated). On error the queue is left reset.
     [[nodiscard]] Result<void> restore(const GuestMemory& memory, const QueueState& state);
 
 private:

@@ -198,6 +198,39 @@ TEST_CASE("state round trip, and a hostile state is refused") {
     bad = s;
     bad.max_size = 16;
     CHECK_FALSE(refused.restore(memory, bad));
+    bad = s;
+    bad.next_avail = 10;  // 10 chains outstanding on a queue of 8
+    CHECK_FALSE(refused.restore(memory, bad));
+    CHECK_FALSE(refused.active());
+    bad = s;
+    bad.active = false;  // positions on a queue never activated
+    CHECK_FALSE(refused.restore(memory, bad));
+}
+
+TEST_CASE("queue state encoding round trips; truncation and another version are refused") {
+    QueueState s{256, 128, true, 0x1000, 0x2000, 0x3000, 7, 5, 4, true, true, false, true};
+    ByteWriter out;
+    s.encode(out);
+    const auto bytes = out.take();
+    ByteReader in(bytes);
+    auto decoded = QueueState::decode(in);
+    REQUIRE(decoded.has_value());
+    REQUIRE(in.finish("queue"));
+    ByteWriter again;
+    decoded->encode(again);
+    CHECK(again.bytes() == bytes);
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        ByteReader cut{std::span(bytes).first(n)};
+        CHECK_FALSE(QueueState::decode(cut).has_value());
+    }
+    auto other = bytes;
+    other[0] = 2;
+    ByteReader versioned(other);
+    CHECK_FALSE(QueueState::decode(versioned).has_value());
+    auto bad_bool = bytes;
+    bad_bool[6] = 2;  // `ready`
+    ByteReader boolean(bad_bool);
+    CHECK_FALSE(QueueState::decode(boolean).has_value());
 }
 
 TEST_CASE("pop_or_enable_notification drains, then re-enables and catches a late buffer") {
