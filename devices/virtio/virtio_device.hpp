@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 
+#include "base/byte_codec.hpp"
 #include "base/result.hpp"
 #include "devices/virtio/queue/queue.hpp"
 
@@ -88,6 +89,27 @@ public:
     // Back to the state before activation (§2.4): stop using guest memory,
     // drop backend registrations, keep the backend itself (disk, tap).
     virtual void reset() = 0;
+
+    // Snapshots (the transport calls these with the device lock held, the
+    // vCPUs paused and the device thread stopped).
+    //
+    // quiesce(), on an active device: completes backend I/O in flight into
+    // guest memory (returning those chains to the used ring) and gives back
+    // chains popped but not used, so that the queues' positions alone
+    // describe the rings. The device stays active and may go on afterwards
+    // (a VM that is snapshotted and resumed).
+    [[nodiscard]] virtual Result<void> quiesce() { return ok(); }
+    // Device state beyond the queues, including identity fields the restore
+    // checks against the new backend (a disk's capacity, say).
+    virtual void save_state(ByteWriter& /*out*/) const {}
+    // On a device that was never activated, before activate(): checks the
+    // saved state (untrusted) against this device and keeps what it needs.
+    // The reader must be consumed exactly; an error refuses the restore.
+    [[nodiscard]] virtual Result<void> restore_state(ByteReader& /*in*/) { return ok(); }
+    // After a restore that re-activated the device on its restored queues.
+    // Every queue is then processed as if notified (a notification may have
+    // been lost with the old VM's ioeventfds) by the transport.
+    [[nodiscard]] virtual Result<void> after_restore() { return ok(); }
 };
 
 // Copies the part of `config` that [offset, offset + out.size()) covers

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/event_loop.hpp"
@@ -37,6 +38,13 @@ struct TestBed {
 
     explicit TestBed(std::unique_ptr<VirtioDevice> device)
         : transport(std::make_unique<MmioTransport>(std::move(device), memory, irq, *loop)) {}
+
+    // The restored VM's transport: a fresh one around `device` on the same
+    // guest memory (the mock drivers, the guest's side, stay as they are).
+    void replace(std::unique_ptr<VirtioDevice> device) {
+        transport.reset();
+        transport = std::make_unique<MmioTransport>(std::move(device), memory, irq, *loop);
+    }
 
     std::uint32_t reg(std::uint64_t offset) const {
         std::uint32_t v = 0;
@@ -190,6 +198,192 @@ inline void check_conformance(const std::function<std::unique_ptr<VirtioDevice>(
         bed.start();
         CHECK_FALSE(bed.needs_reset());
     }
+}
+
+// ---- Snapshots ----
+
+// What the driver reads back from the transport's registers: status,
+// interrupt status, configuration generation, features offered, and per
+// queue its maximum and ready bit. Reading selects queues and feature
+// words, so it comes after save_state().
+struct DriverView {
+    std::uint32_t status = 0;
+    std::uint32_t config_generation = 0;
+    std::uint64_t device_features = 0;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> queues;  // QueueNumMax, QueueReady
+    bool operator==(const DriverView&) const = default;
+};
+
+inline DriverView driver_view(const TestBed& bed) {
+    DriverView v{bed.reg(mmio_reg::kStatus), bed.reg(mmio_reg::kConfigGeneration), bed.device_features(), {}};
+    for (std::uint32_t i = 0; i < bed.transport->queue_count(); ++i) {
+        bed.set_reg(mmio_reg::kQueueSel, i);
+        v.queues.emplace_back(bed.reg(mmio_reg::kQueueNumMax), bed.reg(mmio_reg::kQueueReady));
+    }
+    return v;
+}
+
+// The queue configuration a restore must bring back exactly (positions
+// move on as soon as the restored device processes its queues).
+inline void check_same_configuration(const MmioTransportState& saved, const MmioTransportState& restored) {
+    CHECK(restored.status == saved.status);
+    CHECK(restored.driver_features == saved.driver_features);
+    CHECK(restored.device_features_sel == saved.device_features_sel);
+    CHECK(restored.driver_features_sel == saved.driver_features_sel);
+    CHECK(restored.queue_sel == saved.queue_sel);
+    CHECK(restored.config_generation == saved.config_generation);
+    CHECK((restored.interrupt_status & saved.interrupt_status) == saved.interrupt_status);
+    REQUIRE(restored.queues.size() == saved.queues.size());
+    for (std::size_t i = 0; i < saved.queues.size(); ++i) {
+        CAPTURE(i);
+        const QueueState& a = saved.queues[i];
+        const QueueState& b = restored.queues[i];
+        CHECK(b.max_size == a.max_size);
+        CHECK(b.size == a.size);
+        CHECK(b.ready == a.ready);
+        CHECK(b.desc_table == a.desc_table);
+        CHECK(b.avail_ring == a.avail_ring);
+        CHECK(b.used_ring == a.used_ring);
+        CHECK(b.event_idx == a.event_idx);
+        CHECK(b.indirect_allowed == a.indirect_allowed);
+        CHECK(b.active == a.active);
+    }
+}
+
+// The snapshot round trip every device passes: start the device
+// (`features`, the device's offer when 0), run `before` (traffic), quiesce
+// and save; build the restored VM's transport around `make_restored()` on
+// the same guest memory and restore; the driver reads the same registers
+// and queue configuration back; then `after` checks traffic on the
+// restored device. Returns the saved bytes.
+inline std::vector<std::uint8_t> check_state_round_trip(TestBed& bed,
+                                                        const std::function<std::unique_ptr<VirtioDevice>()>& make_restored,
+                                                        const std::function<void(TestBed&)>& before,
+                                                        const std::function<void(TestBed&)>& after,
+                                                        std::uint64_t features = 0) {
+    bed.start(features);
+    before(bed);
+    auto quiesced = bed.transport->quiesce();
+    REQUIRE_MESSAGE(quiesced.has_value(), (quiesced ? "" : quiesced.error().to_string()));
+    std::vector<std::uint8_t> bytes = bed.transport->save_state();
+    const MmioTransportState saved = bed.transport->save();
+    CHECK(bed.transport->save_state() == bytes);  // saving changes nothing
+    const DriverView view = driver_view(bed);
+    bed.replace(make_restored());
+    auto restored = bed.transport->restore_state(bytes);
+    REQUIRE_MESSAGE(restored.has_value(), (restored ? "" : restored.error().to_string()));
+    check_same_configuration(saved, bed.transport->save());
+    CHECK(driver_view(bed) == view);
+    CHECK_FALSE(bed.needs_reset());
+    after(bed);
+    CHECK_FALSE(bed.needs_reset());
+    return bytes;
+}
+
+// A transport snapshot taken apart, so tests can corrupt one piece and put
+// it back together (MmioTransport::save_state's layout).
+struct SavedTransport {
+    std::uint16_t version = 0;
+    std::uint32_t type = 0;
+    MmioTransportState state;
+    std::vector<std::uint8_t> device;
+
+    static SavedTransport parse(std::span<const std::uint8_t> bytes) {
+        ByteReader in(bytes);
+        SavedTransport s;
+        s.version = in.u16();
+        s.type = in.u32();
+        auto state = MmioTransportState::decode(in);
+        REQUIRE(state.has_value());
+        s.state = *state;
+        auto device = in.blob(MmioTransport::kMaxDeviceStateBytes);
+        s.device.assign(device.begin(), device.end());
+        REQUIRE(in.finish("test"));
+        return s;
+    }
+    [[nodiscard]] std::vector<std::uint8_t> bytes() const {
+        ByteWriter out;
+        out.u16(version);
+        out.u32(type);
+        state.encode(out);
+        out.blob(device);
+        return out.take();
+    }
+};
+
+// Every refusal leaves the transport reset, as a fresh one: status 0, no
+// queue ready, nothing raised in the interrupt status.
+inline void check_refused(TestBed& bed, std::span<const std::uint8_t> bytes, const char* what) {
+    CAPTURE(what);
+    auto r = bed.transport->restore_state(bytes);
+    CHECK_FALSE(r.has_value());
+    CHECK(bed.reg(mmio_reg::kStatus) == 0);
+    CHECK(bed.reg(mmio_reg::kInterruptStatus) == 0);
+    for (std::uint32_t i = 0; i < bed.transport->queue_count(); ++i) {
+        bed.set_reg(mmio_reg::kQueueSel, i);
+        CHECK(bed.reg(mmio_reg::kQueueReady) == 0);
+    }
+    bed.set_reg(mmio_reg::kQueueSel, 0);
+}
+
+// The refusals every device passes, on a snapshot of a started device:
+// every truncation, a trailing byte, another state version, another device
+// type, a queue more or less, another queue maximum, a ring outside memory,
+// features the device does not offer, a status no driver produces, a
+// device state cut short or too long. The snapshot itself still restores
+// on the same transport afterwards.
+inline void check_state_refusals(const std::function<std::unique_ptr<VirtioDevice>()>& make) {
+    TestBed bed(make());
+    bed.start();
+    REQUIRE(bed.transport->quiesce());
+    const std::vector<std::uint8_t> good = bed.transport->save_state();
+    const SavedTransport parts = SavedTransport::parse(good);
+    bed.replace(make());
+
+    for (std::size_t n = 0; n < good.size(); ++n) {
+        CAPTURE(n);
+        check_refused(bed, std::span(good).first(n), "truncated");
+    }
+    auto longer = good;
+    longer.push_back(0);
+    check_refused(bed, longer, "a trailing byte");
+
+    auto edit = [&](const std::function<void(SavedTransport&)>& change) {
+        SavedTransport s = parts;
+        change(s);
+        return s.bytes();
+    };
+    check_refused(bed, edit([](SavedTransport& s) { s.version = 2; }), "another state version");
+    check_refused(bed, edit([](SavedTransport& s) { s.type ^= 0x40; }), "another device type");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues.pop_back(); }), "a queue less");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues.push_back(s.state.queues.back()); }),
+                  "a queue more");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].max_size *= 2; }), "another queue maximum");
+    check_refused(bed, edit([&](SavedTransport& s) { s.state.queues[0].used_ring = bed.memory.total_size() - 8; }),
+                  "a ring outside memory");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].size = 3; }), "a queue size not a power of 2");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].next_avail += 0x8000; }),
+                  "more chains outstanding than the queue holds");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.driver_features |= 1ULL << 50; }),
+                  "features not offered");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.driver_features &= ~kFeatureVersion1; }),
+                  "features without VERSION_1");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.driver_features ^= kFeatureEventIdx; }),
+                  "queues saved with another EVENT_IDX than negotiated");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.status |= 0x10; }), "an unknown status bit");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.status &= ~kStatusFeaturesOk; }),
+                  "active queues on a device never activated");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.interrupt_status = 4; }), "an unknown interrupt bit");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].active = false; }),
+                  "a ready queue inactive on a running device");
+    check_refused(bed, edit([](SavedTransport& s) { s.device.clear(); }), "an empty device state");
+    check_refused(bed, edit([](SavedTransport& s) { s.device.push_back(0); }), "a device state too long");
+    check_refused(bed, edit([](SavedTransport& s) { s.device[0] ^= 0x7f; }), "another device state version");
+
+    auto restored = bed.transport->restore_state(good);
+    REQUIRE_MESSAGE(restored.has_value(), (restored ? "" : restored.error().to_string()));
+    CHECK((bed.reg(mmio_reg::kStatus) & kStatusDriverOk) != 0);
+    CHECK(bed.transport->save_state() == good);
 }
 
 }  // namespace sbx::virtio::testing

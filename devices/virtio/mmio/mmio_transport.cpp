@@ -289,12 +289,205 @@ void MmioTransport::notify(std::size_t index) {
 
 MmioTransportState MmioTransport::save() const {
     std::lock_guard lock(mutex_);
+    return save_locked();
+}
+
+MmioTransportState MmioTransport::save_locked() const {
     MmioTransportState s{status_,          device_features_sel_, driver_features_sel_, driver_features_, queue_sel_,
                          interrupt_status_, config_generation_,  {}};
     for (const Queue& q : queues_) {
         s.queues.push_back(q.save());
     }
     return s;
+}
+
+void MmioTransportState::encode(ByteWriter& out) const {
+    out.u16(kVersion);
+    out.u32(status);
+    out.u32(device_features_sel);
+    out.u32(driver_features_sel);
+    out.u64(driver_features);
+    out.u32(queue_sel);
+    out.u32(interrupt_status);
+    out.u32(config_generation);
+    out.u32(static_cast<std::uint32_t>(queues.size()));
+    for (const QueueState& q : queues) {
+        q.encode(out);
+    }
+}
+
+Result<MmioTransportState> MmioTransportState::decode(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    if (!in.failed() && version != kVersion) {
+        return make_error("virtio-mmio register state version {} is not {}", version, kVersion);
+    }
+    MmioTransportState s;
+    s.status = in.u32();
+    s.device_features_sel = in.u32();
+    s.driver_features_sel = in.u32();
+    s.driver_features = in.u64();
+    s.queue_sel = in.u32();
+    s.interrupt_status = in.u32();
+    s.config_generation = in.u32();
+    constexpr std::size_t kMinQueueBytes = 40;  // an encoded QueueState
+    const std::uint32_t count = in.count(kMinQueueBytes, kMaxQueues);
+    for (std::uint32_t i = 0; i < count && !in.failed(); ++i) {
+        auto q = QueueState::decode(in);
+        if (!q) {
+            return q.error().context(fmt::format("queue {}", i));
+        }
+        s.queues.push_back(*q);
+    }
+    if (in.failed()) {
+        return in.finish("virtio-mmio register state").error();
+    }
+    return s;
+}
+
+Result<void> MmioTransport::quiesce() {
+    std::lock_guard lock(mutex_);
+    // Not running: never activated, or failed (fail() reset the device).
+    if (!running()) {
+        return ok();
+    }
+    if (auto r = device_->quiesce(); !r) {
+        return r.error().context(fmt::format("{}: quiescing", device_->name()));
+    }
+    return ok();
+}
+
+std::vector<std::uint8_t> MmioTransport::save_state() const {
+    std::lock_guard lock(mutex_);
+    ByteWriter out;
+    out.u16(kStateVersion);
+    out.u32(static_cast<std::uint32_t>(device_->type()));
+    save_locked().encode(out);
+    ByteWriter device;
+    device_->save_state(device);
+    out.blob(device.bytes());
+    return out.take();
+}
+
+Result<void> MmioTransport::restore_state(std::span<const std::uint8_t> bytes) {
+    std::lock_guard lock(mutex_);
+    reset_device();
+    if (auto r = restore_locked(bytes); !r) {
+        reset_device();
+        return r.error().context(device_->name());
+    }
+    resume_restored();
+    return ok();
+}
+
+Result<void> MmioTransport::restore_locked(std::span<const std::uint8_t> bytes) {
+    ByteReader in(bytes);
+    const std::uint16_t version = in.u16();
+    if (!in.failed() && version != kStateVersion) {
+        return make_error("virtio-mmio state version {} is not {}", version, kStateVersion);
+    }
+    const std::uint32_t type = in.u32();
+    auto state = MmioTransportState::decode(in);
+    if (!state) {
+        return state.error();
+    }
+    const auto device_bytes = in.blob(kMaxDeviceStateBytes);
+    if (auto r = in.finish("virtio-mmio state"); !r) {
+        return r;
+    }
+    const MmioTransportState& s = *state;
+    if (type != static_cast<std::uint32_t>(device_->type())) {
+        return make_error("the snapshot holds device type {}, this is device type {}", type,
+                          static_cast<std::uint32_t>(device_->type()));
+    }
+    if (s.queues.size() != queues_.size()) {
+        return make_error("the snapshot has {} queues, this device {}", s.queues.size(), queues_.size());
+    }
+    constexpr std::uint32_t kKnownStatus = kStatusAcknowledge | kStatusDriver | kStatusDriverOk |
+                                           kStatusFeaturesOk | kStatusNeedsReset | kStatusFailed;
+    if ((s.status & ~kKnownStatus) != 0) {
+        return make_error("saved status {:#x} has unknown bits", s.status);
+    }
+    // write_status() activates exactly when DRIVER_OK and FEATURES_OK are
+    // both set, and only an active device fails into NEEDS_RESET.
+    const bool activated = (s.status & kStatusDriverOk) != 0 && (s.status & kStatusFeaturesOk) != 0;
+    const bool needs_reset = (s.status & kStatusNeedsReset) != 0;
+    if (needs_reset && !activated) {
+        return make_error("saved status {:#x} needs a reset but was never activated", s.status);
+    }
+    if ((s.status & kStatusFeaturesOk) != 0) {
+        const std::uint64_t unknown = s.driver_features & ~offered_features();
+        if (unknown != 0 || (s.driver_features & kFeatureVersion1) == 0) {
+            return make_error("saved features {:#x} are not what this device offers ({:#x}, VERSION_1 required)",
+                              s.driver_features, offered_features());
+        }
+    }
+    if ((s.interrupt_status & ~(kInterruptUsedBuffer | kInterruptConfigChange)) != 0) {
+        return make_error("saved interrupt status {:#x} has unknown bits", s.interrupt_status);
+    }
+    const bool event_idx = (s.driver_features & kFeatureEventIdx) != 0;
+    const bool indirect = (s.driver_features & kFeatureIndirectDesc) != 0;
+    std::vector<Queue> restored;
+    for (std::size_t i = 0; i < queues_.size(); ++i) {
+        const QueueState& qs = s.queues[i];
+        const auto where = fmt::format("queue {}", i);
+        if (qs.active && (!activated || !qs.ready || qs.event_idx != event_idx || qs.indirect_allowed != indirect)) {
+            return make_error("{}: saved active without the driver having set it up so", where);
+        }
+        if (activated && !needs_reset && qs.ready && !qs.active) {
+            return make_error("{}: saved ready but inactive on a running device", where);
+        }
+        Queue& q = restored.emplace_back(queues_[i].max_size());
+        if (auto r = q.restore(memory_, qs); !r) {
+            return r.error().context(where);
+        }
+    }
+    ByteReader device_in(device_bytes);
+    if (auto r = device_->restore_state(device_in); !r) {
+        return r.error().context("device state");
+    }
+    if (auto r = device_in.finish("device state"); !r) {
+        return r;
+    }
+    // Committed from here on. Element by element: the vector's storage is
+    // what the device's context points at.
+    for (std::size_t i = 0; i < queues_.size(); ++i) {
+        queues_[i] = std::move(restored[i]);
+    }
+    status_ = s.status;
+    device_features_sel_ = s.device_features_sel;
+    driver_features_sel_ = s.driver_features_sel;
+    driver_features_ = s.driver_features;
+    queue_sel_ = s.queue_sel;
+    config_generation_ = s.config_generation;
+    interrupt_status_ = s.interrupt_status;
+    activated_ = activated;
+    if (running()) {
+        ActiveContext context{&memory_, queues_, driver_features_, interrupt_.get(), events_.get()};
+        if (auto r = device_->activate(context); !r) {
+            return r.error().context("activating");
+        }
+    }
+    return ok();
+}
+
+// The restored device's first steps. Anything failing here is in the
+// guest's rings, not in the snapshot: NEEDS_RESET, as it would be live.
+void MmioTransport::resume_restored() {
+    if (running()) {
+        if (auto r = device_->after_restore(); !r) {
+            fail(r.error().context("after restore"));
+        }
+    }
+    for (std::size_t i = 0; i < queues_.size() && running(); ++i) {
+        if (queues_[i].active()) {
+            if (auto r = device_->process_queue(i); !r) {
+                fail(r.error().context(fmt::format("queue {}", i)));
+            }
+        }
+    }
+    if (interrupt_status_.load() != 0) {
+        irq_.trigger();  // the edge may have been lost with the old VM
+    }
 }
 
 }  // namespace sbx::virtio

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
+#include "base/byte_codec.hpp"
 #include "base/event_loop.hpp"
 #include "devices/bus.hpp"
 #include "devices/interrupt.hpp"
@@ -60,7 +62,7 @@ inline constexpr std::uint64_t kMmioWindow = 0x1000;
 inline constexpr std::uint32_t kInterruptUsedBuffer = 1;
 inline constexpr std::uint32_t kInterruptConfigChange = 2;
 
-// Plain data for save/restore.
+// The registers and queues, for snapshots (MmioTransport::save_state).
 struct MmioTransportState {
     std::uint32_t status = 0;
     std::uint32_t device_features_sel = 0;
@@ -70,6 +72,14 @@ struct MmioTransportState {
     std::uint32_t interrupt_status = 0;
     std::uint32_t config_generation = 0;
     std::vector<QueueState> queues;
+
+    static constexpr std::uint16_t kVersion = 1;
+    static constexpr std::uint32_t kMaxQueues = 64;
+    // u16 version, the registers in declaration order, a u32 queue count
+    // and each QueueState.
+    void encode(ByteWriter& out) const;
+    // Checks only the encoding; MmioTransport::restore_state checks values.
+    [[nodiscard]] static Result<MmioTransportState> decode(ByteReader& in);
 };
 
 class MmioTransport final : public BusDevice {
@@ -94,6 +104,31 @@ public:
 
     [[nodiscard]] MmioTransportState save() const;
 
+    // Snapshots. The caller has paused the vCPUs and stopped the device
+    // thread (nothing else calls into the transport meanwhile).
+    //
+    // Completes the device's I/O in flight and gives back chains it holds
+    // (VirtioDevice::quiesce); the device stays active.
+    [[nodiscard]] Result<void> quiesce();
+    // After quiesce(): u16 kStateVersion, u32 device type, the
+    // MmioTransportState, and the device's own state as a u32-length blob.
+    [[nodiscard]] std::vector<std::uint8_t> save_state() const;
+    // On a transport whose guest memory holds the snapshot's RAM, before any
+    // vCPU or the device thread runs. Refuses (a clear Error, the transport
+    // left reset: status 0) a state of another device type, queue count or
+    // queue maximum, a status or queue configuration no driver could have
+    // produced, ring addresses outside memory, features not offered, and a
+    // device state the device refuses. A transport saved while active is
+    // re-activated on its restored queues (their positions kept), then the
+    // device's after_restore() runs and every active queue is processed as
+    // if notified; an error from those comes from the guest's rings and
+    // puts the device into NEEDS_RESET as it would have live. A pending
+    // interrupt status raises the line once more.
+    [[nodiscard]] Result<void> restore_state(std::span<const std::uint8_t> bytes);
+
+    static constexpr std::uint16_t kStateVersion = 1;
+    static constexpr std::size_t kMaxDeviceStateBytes = std::size_t{1} << 20;
+
 private:
     class Interrupt;
     class Events;
@@ -103,6 +138,9 @@ private:
     void write_status(std::uint32_t value);
     void activate();
     void reset_device();
+    [[nodiscard]] MmioTransportState save_locked() const;
+    [[nodiscard]] Result<void> restore_locked(std::span<const std::uint8_t> bytes);
+    void resume_restored();
     // Puts the device into DEVICE_NEEDS_RESET (§2.1.2) with one log line.
     void fail(const Error& error);
     [[nodiscard]] Queue* selected_queue();
