@@ -30,6 +30,7 @@ constexpr std::array kRequiredCaps = {
 
 constexpr std::size_t kInitialCpuidEntries = 128;
 constexpr std::size_t kMaxCpuidEntries = 4096;
+constexpr std::uint32_t kMaxMsrIndices = 4096;
 static_assert(CpuidEntry::kSignificantIndex == KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
 
 }  // namespace
@@ -106,12 +107,42 @@ Result<std::vector<CpuidEntry>> System::supported_cpuid() const {
     return make_error("KVM_GET_SUPPORTED_CPUID: more than {} entries", kMaxCpuidEntries);
 }
 
+Result<std::vector<std::uint32_t>> System::msr_index_list() const {
+    // api.rst 4.3: with a too small nmsrs KVM fails with E2BIG and stores the
+    // count it needs; the list can grow between calls, so loop.
+    kvm_msr_list probe{};
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        if (::ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
+            return sys_error("KVM_GET_MSR_INDEX_LIST");
+        }
+        if (probe.nmsrs > kMaxMsrIndices) {
+            return make_error("KVM_GET_MSR_INDEX_LIST: {} MSRs (at most {})", probe.nmsrs, kMaxMsrIndices);
+        }
+        std::vector<std::uint8_t> buf(sizeof(kvm_msr_list) + probe.nmsrs * sizeof(std::uint32_t));
+        auto* list = reinterpret_cast<kvm_msr_list*>(buf.data());
+        list->nmsrs = probe.nmsrs;
+        if (::ioctl(fd_.get(), KVM_GET_MSR_INDEX_LIST, list) < 0) {
+            if (errno == E2BIG) {
+                probe.nmsrs = list->nmsrs;
+                continue;
+            }
+            return sys_error("KVM_GET_MSR_INDEX_LIST");
+        }
+        return std::vector<std::uint32_t>(list->indices, list->indices + list->nmsrs);
+    }
+    return make_error("KVM_GET_MSR_INDEX_LIST: the list kept growing");
+}
+
 Result<Vm> System::create_vm() const {
+    auto msrs = msr_index_list();
+    if (!msrs) {
+        return msrs.error();
+    }
     int raw = ::ioctl(fd_.get(), KVM_CREATE_VM, 0);
     if (raw < 0) {
         return sys_error("KVM_CREATE_VM");
     }
-    return Vm(UniqueFd(raw));
+    return Vm(UniqueFd(raw), std::make_shared<const std::vector<std::uint32_t>>(std::move(*msrs)));
 }
 
 Result<void> Vm::set_user_memory_region(std::uint32_t slot, std::uint64_t guest_phys,
@@ -198,7 +229,14 @@ Result<Vcpu> Vm::create_vcpu(std::uint32_t id, std::size_t mmap_size) const {
     if (!run) {
         return run.error().context("mapping kvm_run");
     }
-    return Vcpu(id, std::move(fd), std::move(*run));
+    Vcpu::Props props;
+    props.msr_indices = msr_indices_;
+    // api.rst KVM_GET_XSAVE2: KVM_CHECK_EXTENSION(KVM_CAP_XSAVE2) on the
+    // VM fd gives the buffer size; up to 4096 bytes plain KVM_GET_XSAVE does.
+    int xsave2 = ::ioctl(fd_.get(), KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
+    props.xsave_size = xsave2 > static_cast<int>(sizeof(kvm_xsave)) ? static_cast<std::size_t>(xsave2) : 0;
+    props.tsc_control = ::ioctl(fd_.get(), KVM_CHECK_EXTENSION, KVM_CAP_TSC_CONTROL) > 0;
+    return Vcpu(id, std::move(fd), std::move(*run), std::move(props));
 }
 
 }  // namespace sbx::kvm

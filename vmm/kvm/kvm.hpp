@@ -14,19 +14,10 @@
 #include "base/mmap_region.hpp"
 #include "base/result.hpp"
 #include "base/unique_fd.hpp"
+#include "vmm/kvm/cpuid.hpp"
+#include "vmm/kvm/kvm_state.hpp"
 
 namespace sbx::kvm {
-
-// One CPUID leaf/subleaf as KVM reports and accepts it.
-struct CpuidEntry {
-    std::uint32_t function = 0;
-    std::uint32_t index = 0;
-    std::uint32_t flags = 0;  // KVM_CPUID_FLAG_*
-    std::uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
-
-    // KVM_CPUID_FLAG_SIGNIFCANT_INDEX: `index` selects a subleaf.
-    static constexpr std::uint32_t kSignificantIndex = 1;
-};
 
 class Vm;
 
@@ -43,6 +34,9 @@ public:
     [[nodiscard]] bool has_tsc_deadline_timer() const;
     [[nodiscard]] std::size_t vcpu_mmap_size() const { return vcpu_mmap_size_; }
     [[nodiscard]] Result<std::vector<CpuidEntry>> supported_cpuid() const;
+    // KVM_GET_MSR_INDEX_LIST (api.rst 4.3): the MSRs KVM saves and emulates.
+    [[nodiscard]] Result<std::vector<std::uint32_t>> msr_index_list() const;
+    // The VM remembers the MSR index list for its vCPUs' save_state().
     [[nodiscard]] Result<Vm> create_vm() const;
 
 private:
@@ -73,10 +67,20 @@ public:
                                     std::optional<std::uint64_t> datamatch = std::nullopt) const;
     Result<Vcpu> create_vcpu(std::uint32_t id, std::size_t mmap_size) const;
 
+    // PIC master and slave, IOAPIC (KVM_GET_IRQCHIP), PIT (KVM_GET_PIT2) and
+    // kvmclock (KVM_GET_CLOCK). The VM must have an in-kernel irqchip and PIT.
+    [[nodiscard]] Result<VmState> save_state() const;
+    // KVM_SET_CLOCK, KVM_SET_PIT2, KVM_SET_IRQCHIP x3, onto a VM created with
+    // an in-kernel irqchip and PIT. Restore the VM before its vCPUs.
+    [[nodiscard]] Result<void> restore_state(const VmState& state,
+                                             ClockRestore clock = ClockRestore::Continue) const;
+
 private:
     friend class System;
-    explicit Vm(UniqueFd fd) : fd_(std::move(fd)) {}
+    Vm(UniqueFd fd, std::shared_ptr<const std::vector<std::uint32_t>> msr_indices)
+        : fd_(std::move(fd)), msr_indices_(std::move(msr_indices)) {}
     UniqueFd fd_;
+    std::shared_ptr<const std::vector<std::uint32_t>> msr_indices_;
 };
 
 // Typed vCPU exits. I/O and MMIO data point into the kvm_run page and are
@@ -153,12 +157,32 @@ public:
     Result<void> setup_long_mode(const LongModeEntry& entry) const;
     Result<void> setup_lapic_lints() const;
 
+    // The CPUID last set on this vCPU (KVM_GET_CPUID2).
+    [[nodiscard]] Result<std::vector<CpuidEntry>> cpuid() const;
+
+    // Everything KVM holds for this vCPU. It must not be inside KVM_RUN (its
+    // thread parked), and for the vCPU events no other vCPU of the VM may run.
+    [[nodiscard]] Result<VcpuState> save_state() const;
+    // Loads a saved state into a freshly created vCPU, in the order KVM needs.
+    [[nodiscard]] Result<void> restore_state(const VcpuState& state) const;
+    // KVM_KVMCLOCK_CTRL (api.rst 4.70): tells the guest it was paused, so its
+    // soft-lockup watchdog stays quiet; EINVAL (no kvmclock in use) is fine.
+    [[nodiscard]] Result<void> notify_paused() const;
+
 private:
     friend class Vm;
-    Vcpu(std::uint32_t id, UniqueFd fd, MmapRegion run) : id_(id), fd_(std::move(fd)), run_(std::move(run)) {}
+    struct Props {
+        std::shared_ptr<const std::vector<std::uint32_t>> msr_indices;
+        std::size_t xsave_size = 0;  // KVM_CAP_XSAVE2 on the VM fd; 0: KVM_GET_XSAVE
+        bool tsc_control = false;    // KVM_CAP_TSC_CONTROL: KVM_SET_TSC_KHZ works
+    };
+    Vcpu(std::uint32_t id, UniqueFd fd, MmapRegion run, Props props)
+        : id_(id), fd_(std::move(fd)), run_(std::move(run)), props_(std::move(props)) {}
+    [[nodiscard]] Result<std::vector<std::pair<std::uint32_t, std::uint64_t>>> read_msrs() const;
     std::uint32_t id_;
     UniqueFd fd_;
     MmapRegion run_;  // struct kvm_run
+    Props props_;
 };
 
 }  // namespace sbx::kvm

@@ -22,3 +22,4 @@ static_assert(sizeof(kvm_cpuid2) == 8, "kvm_cpuid2 must match the kernel ABI");
 static_assert(sizeof(kvm_msrs) == 8, "kvm_msrs must match the kernel ABI");
 static_assert(sizeof(kvm_msr_list) == 4, "kvm_msr_list must match the kernel ABI");
 static_assert(KVM_GET_SUPPORTED_CPUID == 0xc008ae05, "ioctl number must match the kernel ABI");
+static_assert(sizeof(kvm_xsave) == 4096, "kvm_xsave must match the kernel ABI (extra[] is a flexible array)");
