@@ -72,7 +72,7 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
         return ring.error().context(fmt::format("{}: {}", prefix, config.path));
     }
     std::unique_ptr<Block> block(
-        new Block(std::move(name), std::move(serial), std::move(*file), std::move(*ring), config.read_only));
+        new Block(std::move(name), std::move(serial), config.path, std::move(*file), std::move(*ring), config.read_only));
     block->capacity_ = *bytes / blk::kSectorSize;
     block->discard_alignment_ = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(st.st_blksize) / 512);
     if (*bytes % blk::kSectorSize != 0) {
@@ -86,9 +86,10 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
     return block;
 }
 
-Block::Block(std::string name, std::string serial, UniqueFd file, IoRing ring, bool read_only)
+Block::Block(std::string name, std::string serial, std::string path, UniqueFd file, IoRing ring, bool read_only)
     : name_(std::move(name)),
       serial_(std::move(serial)),
+      path_(std::move(path)),
       file_(std::move(file)),
       ring_(std::move(ring)),
       read_only_(read_only) {}
@@ -423,6 +424,53 @@ void Block::reset() {
     stalled_ = false;
     signal_pending_ = false;
     ring_.clear_event();
+}
+
+Result<void> Block::quiesce() {
+    if (queue_ == nullptr) {
+        return ok();
+    }
+    Result<void> result;
+    while (in_flight_ > 0) {
+        if (auto r = ring_.submit_and_wait_one(); !r) {
+            return r.error().context(fmt::format("{} requests still in flight", in_flight_));
+        }
+        if (auto r = reap_completions(); !r && result) {
+            result = r.error();
+        }
+    }
+    if (signal_pending_ && queue_->needs_notification()) {
+        context_.interrupt->signal_used();
+    }
+    signal_pending_ = false;
+    return result;
+}
+
+void Block::save_state(ByteWriter& out) const {
+    out.u16(kStateVersion);
+    out.u64(capacity_);
+    out.boolean(read_only_);
+}
+
+Result<void> Block::restore_state(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    const std::uint64_t capacity = in.u64();
+    const bool read_only = in.boolean();
+    if (auto r = in.finish("virtio-blk state"); !r) {
+        return r;
+    }
+    if (version != kStateVersion) {
+        return make_error("virtio-blk state version {} is not {}", version, kStateVersion);
+    }
+    // The guest's file systems were mounted on the disk it saw.
+    if (capacity != capacity_) {
+        return make_error("the snapshot's disk has {} sectors, {} has {}", capacity, path_, capacity_);
+    }
+    if (read_only != read_only_) {
+        return make_error("the snapshot's disk was {}, {} is opened {}", read_only ? "read-only" : "writable",
+                          path_, read_only_ ? "read-only" : "writable");
+    }
+    return ok();
 }
 
 }  // namespace sbx::virtio

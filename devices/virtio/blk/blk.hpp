@@ -125,6 +125,16 @@ public:
     // forgets the queue; the image stays open.
     void reset() override;
 
+    // Waits for every request in flight and answers it in the used ring.
+    // Chains not popped yet (the device stalled on slots or submission
+    // entries) are still in the available ring: nothing else is held.
+    [[nodiscard]] Result<void> quiesce() override;
+    // u16 version, u64 capacity in sectors, bool read-only: the disk the
+    // guest saw, which the restored device's image must match.
+    void save_state(ByteWriter& out) const override;
+    [[nodiscard]] Result<void> restore_state(ByteReader& in) override;
+    static constexpr std::uint16_t kStateVersion = 1;
+
     [[nodiscard]] std::uint64_t capacity_sectors() const { return capacity_; }
     [[nodiscard]] const BlockCounters& counters() const { return counters_; }
     // Requests handed to io_uring and not yet answered, and how many of
@@ -145,7 +155,7 @@ private:
     };
     enum class Started { Done, Stalled };
 
-    Block(std::string name, std::string serial, UniqueFd file, IoRing ring, bool read_only);
+    Block(std::string name, std::string serial, std::string path, UniqueFd file, IoRing ring, bool read_only);
     void probe_fallocate(std::uint64_t bytes);
     void fill_config_space();
 
@@ -161,6 +171,7 @@ private:
 
     std::string name_;
     std::string serial_;
+    std::string path_;
     UniqueFd file_;
     IoRing ring_;
     bool read_only_;

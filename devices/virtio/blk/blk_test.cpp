@@ -2,7 +2,7 @@
 // mmio transport by the mock driver: data round trips checked against the
 // file's bytes, batching, flush, get-id, discard and write-zeroes,
 // read-only disks, refused requests, hostile chains, reset with requests
-// in flight, and open failures.
+// in flight, snapshots, and open failures.
 #include "devices/virtio/blk/blk.hpp"
 
 #include <doctest/doctest.h>
@@ -481,4 +481,63 @@ TEST_CASE("opening something that is not a disk image fails with one line naming
         CHECK(message.find('\n') == std::string::npos);
         MESSAGE(message);
     }
+}
+
+TEST_CASE("snapshot: requests in flight are answered at quiesce; the restored disk reads and writes") {
+    TempImage image(16 << 20);
+    image.evict();
+    TestBed bed(open_disk(image.path));
+    std::vector<Request> reads;
+    Bytes before_snapshot(4096, 0x3c);
+    check_state_round_trip(
+        bed, [&] { return open_disk(image.path); },
+        [&](TestBed& b) {
+            CHECK(run(b, blk::kTypeOut, 100, {before_snapshot}) == blk::kStatusOk);
+            for (int i = 0; i < 48; ++i) {
+                reads.push_back(offer(b, blk::kTypeIn, 512ULL * i, {}, {65536}));
+            }
+            b.notify(0);
+            MESSAGE("requests in flight at quiesce: " << disk_of(b).in_flight());
+        },
+        [&](TestBed& b) {
+            // Answered by quiesce, before the save: in the used ring now.
+            wait_used(b, reads.size());
+            for (const Request& r : reads) {
+                CHECK(status_of(b, r) == blk::kStatusOk);
+            }
+            CHECK(data_of(b, reads[5]) == image.read(512ULL * 5 * kSector, 65536));
+            Request r = offer(b, blk::kTypeIn, 100, {}, {4096});
+            CHECK(run(b, r) == blk::kStatusOk);
+            CHECK(data_of(b, r) == before_snapshot);
+            Bytes after_restore(2048, 0xc3);
+            CHECK(run(b, blk::kTypeOut, 7, {after_restore}) == blk::kStatusOk);
+            Request back = offer(b, blk::kTypeIn, 7, {}, {2048});
+            CHECK(run(b, back) == blk::kStatusOk);
+            CHECK(data_of(b, back) == after_restore);
+            CHECK(image.read(7 * kSector, 2048) == after_restore);
+        });
+}
+
+TEST_CASE("snapshot: corrupt states are refused") {
+    TempImage image(1 << 20);
+    check_state_refusals([&] { return open_disk(image.path); });
+}
+
+TEST_CASE("snapshot: a disk of another size or writability is refused") {
+    TempImage image(1 << 20);
+    TempImage bigger(2 << 20);
+    TestBed bed(open_disk(image.path));
+    bed.start();
+    REQUIRE(bed.transport->quiesce());
+    const auto bytes = bed.transport->save_state();
+    bed.replace(open_disk(bigger.path));
+    auto r = bed.transport->restore_state(bytes);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().to_string().find(bigger.path) != std::string::npos);
+    CHECK(bed.reg(mmio_reg::kStatus) == 0);
+    bed.replace(open_disk(image.path, true));
+    CHECK_FALSE(bed.transport->restore_state(bytes).has_value());
+    CHECK(bed.reg(mmio_reg::kStatus) == 0);
+    bed.replace(open_disk(image.path));
+    CHECK(bed.transport->restore_state(bytes).has_value());
 }
