@@ -1,0 +1,115 @@
+// Public types of the snapshot file format (docs/snapshot-format.md): what a
+// snapshot holds, the options of a write, and the stable error codes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace sbx::snapshot {
+
+// The one format version this code reads and writes; readers refuse others.
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+#if defined(__x86_64__)
+inline constexpr std::string_view kHostArch = "x86_64";
+#elif defined(__aarch64__)
+inline constexpr std::string_view kHostArch = "aarch64";
+#else
+inline constexpr std::string_view kHostArch = "unknown";
+#endif
+
+inline constexpr std::uint32_t kDefaultChunkSize = 256 * 1024;
+inline constexpr std::uint32_t kMinChunkSize = 64 * 1024;
+inline constexpr std::uint32_t kMaxChunkSize = 1024 * 1024;
+inline constexpr std::uint64_t kPageSize = 4096;
+
+// The first word of every error message, before ':' (what the control API reports).
+namespace code {
+inline constexpr std::string_view kBadMagic = "bad_magic";
+inline constexpr std::string_view kUnsupportedVersion = "unsupported_version";
+inline constexpr std::string_view kWrongArch = "wrong_arch";
+inline constexpr std::string_view kTruncated = "truncated";
+inline constexpr std::string_view kChecksumMismatch = "checksum_mismatch";
+inline constexpr std::string_view kCorrupt = "corrupt";
+inline constexpr std::string_view kIo = "io";
+inline constexpr std::string_view kInvalid = "invalid";  // caller misuse (bad write input, wrong mode)
+}  // namespace code
+
+// The code word of an error from this library ("" when it has none).
+std::string_view error_code(const Error& error);
+
+enum class MemoryMode : std::uint32_t { Compressed = 0, Raw = 1 };
+
+struct CpuFingerprint {
+    std::string vendor;  // at most 15 bytes ("GenuineIntel")
+    std::uint32_t family = 0, model = 0, stepping = 0;
+    std::uint64_t cpuid_hash = 0;
+};
+
+struct SnapshotInfo {
+    std::uint32_t format_version = kFormatVersion;
+    std::string arch = std::string(kHostArch);  // at most 15 bytes
+    CpuFingerprint cpu;
+    MemoryMode mode = MemoryMode::Compressed;
+    std::uint32_t chunk_size = kDefaultChunkSize;  // kMinChunkSize..kMaxChunkSize, a multiple of kPageSize
+    std::uint64_t created_unix_ms = 0;
+};
+
+// An opaque named blob (encoded vCPU/VM/device state).
+struct Section {
+    std::string name;  // 1..64 bytes, unique in a snapshot
+    std::vector<std::uint8_t> bytes;
+};
+
+struct GuestRange {
+    std::uint64_t start = 0;
+    std::uint64_t length = 0;
+    friend bool operator==(const GuestRange&, const GuestRange&) = default;
+};
+
+// One region of guest RAM: its guest physical start and its host memory.
+struct MemoryRegionView {
+    std::uint64_t guest_start = 0;
+    std::span<std::uint8_t> host;
+};
+
+struct SnapshotContents {
+    SnapshotInfo info;
+    std::vector<Section> sections;
+    // Ascending, non-overlapping; start and size page-aligned.
+    std::vector<MemoryRegionView> memory;
+    // A hint for lazy restore (pages to prefetch first); each range inside a region. May be empty.
+    std::vector<GuestRange> working_set;
+};
+
+struct WriteOptions {
+    int zstd_level = 1;
+    unsigned threads = 0;  // 0 = hardware_concurrency
+};
+
+struct WriteStats {
+    std::uint64_t memory_bytes = 0, zero_bytes = 0, file_bytes = 0;
+    double seconds = 0;
+};
+
+struct LoadStats {
+    std::uint64_t bytes_read = 0, memory_bytes = 0;
+    double seconds = 0;
+};
+
+// One entry of the memory index: a data chunk (at most chunk_size bytes) or
+// a run of all-zero memory (at most kMaxZeroRun bytes).
+struct ChunkRef {
+    std::uint64_t guest_start = 0;
+    std::uint32_t length = 0;
+    bool zero = false;
+};
+
+inline constexpr std::uint32_t kMaxZeroRun = 1U << 30;
+
+}  // namespace sbx::snapshot
