@@ -482,4 +482,48 @@ Result<void> Net::process_rx() {
     return ok();
 }
 
+// The held receive chains are exactly the last rx_held_ chains popped, in
+// available-ring order: hold_rx_buffers() appends each chain it pops and
+// deliver_rx_frame() uses them from the front, so no later chain is ever
+// used before an earlier one. Moving next_avail back by rx_held_ therefore
+// gives back precisely those chains, at the ring positions the driver put
+// them, and none of them has a used entry. (Completing them with 0 bytes
+// instead would hand the guest empty frames.) Their avail entries are still
+// intact: the driver rewrites a slot only after size more additions, and
+// with these chains outstanding and unused it cannot have made them. Bytes
+// a readv() left in them for a dropped frame are free buffer space to the
+// driver. The next receive (a tap event, a notification, or the restored
+// device's first pass) pops them again.
+Result<void> Net::quiesce() {
+    Queue& rx = context_.queues[kRxQueue];
+    for (; rx_held_ > 0; --rx_held_) {
+        rx.undo_pop();
+    }
+    rx_first_ = 0;
+    rx_capacity_ = 0;
+    return ok();
+}
+
+void Net::save_state(ByteWriter& out) const {
+    out.u16(kStateVersion);
+    out.raw(mac_);
+}
+
+Result<void> Net::restore_state(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    const auto saved = in.raw(std::tuple_size_v<MacAddress>);
+    if (auto r = in.finish("virtio-net state"); !r) {
+        return r;
+    }
+    if (version != kStateVersion) {
+        return make_error("virtio-net state version {} is not {}", version, kStateVersion);
+    }
+    if (!std::equal(saved.begin(), saved.end(), mac_.begin())) {
+        MacAddress old{};
+        std::copy(saved.begin(), saved.end(), old.begin());
+        log::info("{}: restored with MAC {}; the snapshot's guest had {}", name_, format_mac(mac_), format_mac(old));
+    }
+    return ok();
+}
+
 }  // namespace sbx::virtio

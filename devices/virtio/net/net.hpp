@@ -97,6 +97,16 @@ public:
     [[nodiscard]] Result<void> process_queue(std::size_t index) override;
     void reset() override;
 
+    // Gives the held receive chains back to the available ring (see
+    // net.cpp); transmit holds nothing between calls.
+    [[nodiscard]] Result<void> quiesce() override;
+    // u16 version and the MAC the guest's driver read. Only informational
+    // on restore: a memory fork gives the new VM its own MAC (config space
+    // always shows this device's), and a differing one is logged.
+    void save_state(ByteWriter& out) const override;
+    [[nodiscard]] Result<void> restore_state(ByteReader& in) override;
+    static constexpr std::uint16_t kStateVersion = 1;
+
     [[nodiscard]] const MacAddress& mac() const { return mac_; }
     [[nodiscard]] const NetCounters& counters() const { return counters_; }
     [[nodiscard]] bool is_tap() const { return backend_ == Backend::Tap; }

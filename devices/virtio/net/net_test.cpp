@@ -532,3 +532,110 @@ TEST_CASE("parse_mac and format_mac") {
     REQUIRE(random.has_value());
     CHECK(parse_mac(format_mac(*random)).has_value());
 }
+
+TEST_CASE("snapshot: held receive buffers go back in ring order; frames flow both ways after restore") {
+    Backend b = make_backend();
+    Backend restored = make_backend();  // the restored VM's new tap
+    TestBed bed(std::move(b.net));
+    std::optional<RxChains> rx;  // once the bed started
+    std::vector<std::uint16_t> heads;
+    auto bytes = check_state_round_trip(
+        bed, [&] { return std::move(restored.net); },
+        [&](TestBed& t) {
+            rx.emplace(RxChains{*t.drivers[kRx], {}});
+            for (int i = 0; i < 8; ++i) {
+                heads.push_back(rx->offer(1024));  // two per largest frame without TSO
+            }
+            t.notify(kRx);
+            const auto first = packet(100, 1);
+            send_packet(b.peer, first);
+            CHECK(t.pump(1000) == 1);
+            auto used = take_all_used(*t.drivers[kRx]);
+            REQUIRE(used.size() == 1);
+            CHECK(used[0].head == heads[0]);
+            // The device now holds heads[1] and heads[2], waiting for the tap.
+            CHECK(t.transport->save().queues[kRx].next_avail == 3);
+            const auto out = packet(200, 2);
+            std::vector<std::vector<std::uint8_t>> bufs = {out};
+            t.drivers[kTx]->offer(bufs, {});
+            t.notify(kTx);
+            CHECK(receive_packet(b.peer) == out);
+            REQUIRE(t.drivers[kTx]->take_used());
+        },
+        [&](TestBed& t) {
+            // The next frame lands in the first buffer the old device held.
+            const auto in = packet(300, 3);
+            send_packet(restored.peer, in);
+            CHECK(t.pump(1000) == 1);
+            auto used = take_all_used(*t.drivers[kRx]);
+            REQUIRE(used.size() == 1);
+            CHECK(used[0].head == heads[1]);
+            auto got = rx->contents(used[0]);
+            CHECK(num_buffers(got) == 1);
+            got[10] = 0;
+            CHECK(got == in);
+            const auto out = packet(400, 4);
+            std::vector<std::vector<std::uint8_t>> bufs = {out};
+            t.drivers[kTx]->offer(bufs, {});
+            t.notify(kTx);
+            CHECK(receive_packet(restored.peer) == out);
+            CHECK(t.drivers[kTx]->take_used());
+        },
+        kMergeable);
+    auto saved = SavedTransport::parse(bytes);
+    CHECK(saved.state.queues[kRx].next_avail == 1);  // heads[1] and heads[2] given back
+    CHECK(saved.state.queues[kRx].next_used == 1);
+    CHECK(saved.state.queues[kTx].next_avail == 1);
+    CHECK(saved.state.queues[kTx].next_used == 1);
+}
+
+TEST_CASE("snapshot: without mergeable buffers the one held chain goes back too") {
+    Backend b = make_backend();
+    Backend restored = make_backend();
+    TestBed bed(std::move(b.net));
+    std::optional<RxChains> rx;  // once the bed started
+    std::vector<std::uint16_t> heads;
+    auto bytes = check_state_round_trip(
+        bed, [&] { return std::move(restored.net); },
+        [&](TestBed& t) {
+            rx.emplace(RxChains{*t.drivers[kRx], {}});
+            heads.push_back(rx->offer(2048));
+            heads.push_back(rx->offer(2048));
+            t.notify(kRx);
+            CHECK(t.transport->save().queues[kRx].next_avail == 1);  // one held for the next frame
+        },
+        [&](TestBed& t) {
+            send_packet(restored.peer, packet(50, 1));
+            send_packet(restored.peer, packet(60, 2));
+            t.pump(1000);
+            auto used = take_all_used(*t.drivers[kRx]);
+            REQUIRE(used.size() == 2);
+            CHECK(used[0].head == heads[0]);
+            CHECK(used[1].head == heads[1]);
+            CHECK(used[1].len == kNetHeaderSize + 60);
+        },
+        kPlain);
+    CHECK(SavedTransport::parse(bytes).state.queues[kRx].next_avail == 0);
+}
+
+TEST_CASE("snapshot: corrupt states are refused") {
+    check_state_refusals(make_device);
+}
+
+TEST_CASE("snapshot: a restored device keeps its own MAC in configuration space") {
+    Backend b = make_backend();
+    TestBed bed(std::move(b.net));
+    bed.start();
+    const auto bytes = bed.transport->save_state();
+    std::array<int, 2> fds{};
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds.data()) == 0);
+    UniqueFd peer(fds[1]);
+    constexpr MacAddress kForked{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef};
+    auto forked = Net::from_fd(UniqueFd(fds[0]), NetConfig{"fork0", kForked});
+    REQUIRE(forked.has_value());
+    bed.replace(std::move(*forked));
+    REQUIRE(bed.transport->restore_state(bytes));
+    std::array<std::uint8_t, 6> config{};
+    bed.transport->read(mmio_reg::kConfig, config);
+    CHECK(config == kForked);
+}
