@@ -151,13 +151,18 @@ public:
     // AMD, KVM resets the vCPU after KVM_EXIT_SHUTDOWN, so it reads 0xfff0 there.)
     [[nodiscard]] Result<std::uint64_t> instruction_pointer() const;
 
+    // KVM_SET_CPUID2; the vCPU keeps a copy for save_state(). Call before
+    // the vCPU's thread starts (as restore_state, which also sets it).
     Result<void> set_cpuid(std::span<const CpuidEntry> entries) const;
     Result<void> set_msrs(std::span<const std::pair<std::uint32_t, std::uint64_t>> msrs) const;
     // Registers, segments, FPU and LAPIC LINT pins for a 64-bit Linux entry.
     Result<void> setup_long_mode(const LongModeEntry& entry) const;
     Result<void> setup_lapic_lints() const;
 
-    // The CPUID last set on this vCPU (KVM_GET_CPUID2).
+    // The CPUID as KVM holds it now (KVM_GET_CPUID2). It can differ from
+    // what set_cpuid() gave: KVM updates bits that mirror guest state
+    // (OSXSAVE, APIC, XSAVE sizes), and PVM puts the host CPU's own feature
+    // bits in leaves 1, 7 and 0xd.
     [[nodiscard]] Result<std::vector<CpuidEntry>> cpuid() const;
 
     // Everything KVM holds for this vCPU. It must not be inside KVM_RUN (its
@@ -183,6 +188,9 @@ private:
     UniqueFd fd_;
     MmapRegion run_;  // struct kvm_run
     Props props_;
+    // What set_cpuid() last gave KVM: the CPUID a snapshot records and checks
+    // against the restoring host's KVM_GET_SUPPORTED_CPUID.
+    mutable std::vector<CpuidEntry> cpuid_set_;
 };
 
 }  // namespace sbx::kvm

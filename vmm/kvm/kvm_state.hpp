@@ -20,7 +20,7 @@ struct VcpuState {
     static constexpr std::size_t kMaxMsrs = 1024;
     static constexpr std::size_t kMaxXsaveBytes = 1 << 20;
 
-    std::vector<CpuidEntry> cpuid;  // KVM_GET_CPUID2
+    std::vector<CpuidEntry> cpuid;  // as given to KVM_SET_CPUID2 (Vcpu::set_cpuid)
     // Images of kvm_regs, kvm_sregs, kvm_xsave (KVM_GET_XSAVE2's size, at
     // least 4096 bytes), kvm_xcrs, kvm_debugregs, kvm_lapic_state,
     // kvm_vcpu_events and kvm_mp_state.

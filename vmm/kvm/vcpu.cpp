@@ -120,6 +120,7 @@ Result<void> Vcpu::set_cpuid(std::span<const CpuidEntry> entries) const {
     if (::ioctl(fd_.get(), KVM_SET_CPUID2, cpuid) < 0) {
         return sys_error("KVM_SET_CPUID2 on vCPU {}", id_);
     }
+    cpuid_set_.assign(entries.begin(), entries.end());
     return ok();
 }
 

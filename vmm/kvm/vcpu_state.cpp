@@ -152,11 +152,19 @@ Result<VcpuState> Vcpu::save_state() const {
     if (!r) {
         return r.error();
     }
-    auto entries = cpuid();
-    if (!entries) {
-        return entries.error();
+    if (!cpuid_set_.empty()) {
+        s.cpuid = cpuid_set_;
+    } else {
+        auto entries = cpuid();
+        if (!entries) {
+            return entries.error();
+        }
+        s.cpuid = std::move(*entries);
     }
-    s.cpuid = std::move(*entries);
+    if (s.cpuid.size() > VcpuState::kMaxCpuidEntries) {
+        return make_error("vCPU {}: {} CPUID entries (a snapshot holds at most {})", id_, s.cpuid.size(),
+                          VcpuState::kMaxCpuidEntries);
+    }
     // KVM_GET_TSC_KHZ returns the frequency; 0 or an error means unknown.
     int khz = ::ioctl(fd, KVM_GET_TSC_KHZ, 0);
     s.tsc_khz = khz > 0 ? static_cast<std::uint32_t>(khz) : 0;

@@ -1,0 +1,216 @@
+// vCPU and VM state through a real /dev/kvm: save, encode, decode, restore
+// into a second VM, save again, compare. Passes without running anything
+// when this host has no usable /dev/kvm.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "vmm/kvm/kvm.hpp"
+#include "vmm/kvm/linux_kvm.hpp"
+#include "vmm/kvm/x86_cpu.hpp"
+#include "vmm/kvm/x86_gdt.hpp"
+
+using namespace sbx;
+using namespace sbx::kvm;
+
+namespace {
+
+constexpr std::uint32_t kMsrTsc = 0x10;
+constexpr std::uint32_t kMsrLstar = 0xc0000082;
+constexpr std::uint32_t kMsrKernelGsBase = 0xc0000102;
+constexpr std::uint32_t kMsrPat = 0x277;
+constexpr std::uint32_t kMsrMtrrDefType = 0x2ff;
+constexpr std::uint32_t kMsrMtrrPhysBase0 = 0x200;
+constexpr std::uint64_t kTssAddress = 0xfffbd000;
+
+std::optional<System> open_kvm() {
+    auto sys = System::open();
+    if (!sys) {
+        MESSAGE("skipped, no usable /dev/kvm: " << sys.error().message);
+        return std::nullopt;
+    }
+    return std::move(*sys);
+}
+
+Vm make_vm(const System& sys) {
+    auto vm = sys.create_vm();
+    REQUIRE_MESSAGE(vm, vm.error().message);
+    REQUIRE(vm->set_tss_address(kTssAddress));
+    REQUIRE(vm->create_irqchip());
+    REQUIRE(vm->create_pit());
+    return std::move(*vm);
+}
+
+Vcpu make_vcpu(const System& sys, const Vm& vm) {
+    auto vcpu = vm.create_vcpu(0, sys.vcpu_mmap_size());
+    REQUIRE_MESSAGE(vcpu, vcpu.error().message);
+    return std::move(*vcpu);
+}
+
+// A vCPU as the VM builder leaves it at a 64-bit kernel entry, plus MSR
+// values that differ from reset.
+void boot_setup(const System& sys, const Vcpu& vcpu) {
+    auto supported = sys.supported_cpuid();
+    REQUIRE(supported);
+    REQUIRE(vcpu.set_cpuid(guest_cpuid(*supported, {0, 1, sys.has_tsc_deadline_timer()})));
+    auto msrs = boot_msrs();
+    msrs.emplace_back(kMsrLstar, 0xffffffff81a00040ULL);
+    msrs.emplace_back(kMsrKernelGsBase, 0xffff888003c00000ULL);
+    msrs.emplace_back(kMsrPat, 0x0007040600070406ULL);
+    msrs.emplace_back(kMsrMtrrPhysBase0, 0x80000006ULL);
+    REQUIRE(vcpu.set_msrs(msrs));
+    REQUIRE(vcpu.setup_lapic_lints());
+    LongModeEntry entry;
+    entry.rip = 0x1000200;
+    entry.rsi = 0x7000;
+    entry.rsp = 0x8ff0;
+    entry.cr3 = 0x9000;
+    entry.gdt_base = 0x500;
+    entry.gdt_limit = static_cast<std::uint16_t>(sizeof(x86::kBootGdt) - 1);
+    REQUIRE(vcpu.setup_long_mode(entry));
+}
+
+std::map<std::uint32_t, std::uint64_t> msr_map(const VcpuState& s) {
+    std::map<std::uint32_t, std::uint64_t> out;
+    for (auto [index, value] : s.msrs) {
+        out[index] = value;
+    }
+    return out;
+}
+
+template <typename State>
+State through_codec(const State& s) {
+    ByteWriter w;
+    s.encode(w);
+    auto bytes = w.take();
+    ByteReader r(bytes);
+    auto back = State::decode(r);
+    REQUIRE_MESSAGE(back, back.error().message);
+    REQUIRE(r.finish("state"));
+    return std::move(*back);
+}
+
+}  // namespace
+
+TEST_CASE("vCPU state survives save, encode, decode and restore into another VM") {
+    auto sys = open_kvm();
+    if (!sys) {
+        return;
+    }
+    Vm vm1 = make_vm(*sys);
+    Vcpu cpu1 = make_vcpu(*sys, vm1);
+    boot_setup(*sys, cpu1);
+
+    auto saved = cpu1.save_state();
+    REQUIRE_MESSAGE(saved, saved.error().message);
+    CHECK_FALSE(saved->cpuid.empty());
+    CHECK(saved->tsc_khz > 0);
+    auto msrs1 = msr_map(*saved);
+    CHECK(msrs1[kMsrLstar] == 0xffffffff81a00040ULL);
+    CHECK(msrs1[kMsrKernelGsBase] == 0xffff888003c00000ULL);
+    CHECK(msrs1[kMsrPat] == 0x0007040600070406ULL);
+    CHECK(msrs1[kMsrMtrrDefType] == ((1ULL << 11) | 6));
+    CHECK(msrs1[kMsrMtrrPhysBase0] == 0x80000006ULL);
+    CHECK(msrs1.count(kMsrTsc) == 1);
+    CHECK(msrs1.count(0x4b564d01) == 1);  // kvmclock MSR_KVM_SYSTEM_TIME_NEW
+
+    // The guest CPUID the VM builder makes passes the snapshot CPU check here.
+    auto supported = sys->supported_cpuid();
+    REQUIRE(supported);
+    auto compatible = check_cpuid_compatible(saved->cpuid, *supported);
+    CHECK_MESSAGE(compatible, (compatible ? "" : compatible.error().message));
+
+    VcpuState decoded = through_codec(*saved);
+
+    Vm vm2 = make_vm(*sys);
+    Vcpu cpu2 = make_vcpu(*sys, vm2);
+    auto restored = cpu2.restore_state(decoded);
+    REQUIRE_MESSAGE(restored, (restored ? "" : restored.error().message));
+
+    auto again = cpu2.save_state();
+    REQUIRE_MESSAGE(again, again.error().message);
+    CHECK(again->regs == saved->regs);
+    CHECK(again->sregs == saved->sregs);
+    CHECK(again->xcrs == saved->xcrs);
+    CHECK(again->debugregs == saved->debugregs);
+    CHECK(again->lapic == saved->lapic);
+    CHECK(again->mp_state == saved->mp_state);
+    CHECK(again->events == saved->events);
+    CHECK(again->xsave == saved->xsave);
+    CHECK(again->cpuid == saved->cpuid);
+    auto msrs2 = msr_map(*again);
+    CHECK(msrs2[kMsrTsc] >= msrs1[kMsrTsc]);  // the TSC kept counting
+    msrs1.erase(kMsrTsc);
+    msrs2.erase(kMsrTsc);
+    for (auto [index, value] : msrs1) {
+        CAPTURE(index);
+        CHECK(msrs2.count(index) == 1);
+        CHECK(msrs2[index] == value);
+    }
+    CHECK(msrs2.size() == msrs1.size());
+
+    CHECK(cpu1.notify_paused());  // no kvmclock in use: EINVAL, not an error
+}
+
+TEST_CASE("restore_state names an MSR KVM refuses") {
+    auto sys = open_kvm();
+    if (!sys) {
+        return;
+    }
+    Vm vm1 = make_vm(*sys);
+    Vcpu cpu1 = make_vcpu(*sys, vm1);
+    boot_setup(*sys, cpu1);
+    auto saved = cpu1.save_state();
+    REQUIRE(saved);
+    saved->msrs.emplace_back(0x0badf00d, 1);
+    Vm vm2 = make_vm(*sys);
+    Vcpu cpu2 = make_vcpu(*sys, vm2);
+    auto r = cpu2.restore_state(*saved);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("0xbadf00d") != std::string::npos);
+}
+
+TEST_CASE("VM state survives save, encode, decode and restore into another VM") {
+    auto sys = open_kvm();
+    if (!sys) {
+        return;
+    }
+    Vm vm1 = make_vm(*sys);
+    Vcpu cpu1 = make_vcpu(*sys, vm1);
+    REQUIRE(vm1.set_irq_line(4, true));  // an edge on the PIC and IOAPIC
+    REQUIRE(vm1.set_irq_line(4, false));
+
+    auto saved = vm1.save_state();
+    REQUIRE_MESSAGE(saved, saved.error().message);
+    VmState decoded = through_codec(*saved);
+
+    Vm vm2 = make_vm(*sys);
+    Vcpu cpu2 = make_vcpu(*sys, vm2);
+    auto restored = vm2.restore_state(decoded);
+    REQUIRE_MESSAGE(restored, (restored ? "" : restored.error().message));
+    auto again = vm2.save_state();
+    REQUIRE(again);
+    CHECK(again->pic_master == saved->pic_master);
+    CHECK(again->pic_slave == saved->pic_slave);
+    CHECK(again->ioapic == saved->ioapic);
+
+    kvm_clock_data before{}, after{};
+    std::memcpy(&before, saved->clock.data(), sizeof before);
+    std::memcpy(&after, again->clock.data(), sizeof after);
+    CHECK(after.clock >= before.clock);
+    // Continue: the clock resumes from the saved value, not from vm2's own.
+    CHECK(after.clock - before.clock < 5'000'000'000ULL);
+
+    kvm_pit_state2 pit_before{}, pit_after{};
+    std::memcpy(&pit_before, saved->pit2.data(), sizeof pit_before);
+    std::memcpy(&pit_after, again->pit2.data(), sizeof pit_after);
+    for (int ch = 0; ch < 3; ++ch) {
+        CHECK(pit_after.channels[ch].mode == pit_before.channels[ch].mode);
+        CHECK(pit_after.channels[ch].count == pit_before.channels[ch].count);
+    }
+
+    CHECK(vm2.restore_state(decoded, ClockRestore::AdvanceByRealtime));
+}
