@@ -250,8 +250,9 @@ inline void check_same_configuration(const MmioTransportState& saved, const Mmio
     }
 }
 
-// The snapshot round trip every device passes: start the device
-// (`features`, the device's offer when 0), run `before` (traffic), quiesce
+// The snapshot round trip every device passes: start the device unless
+// the bed already did (`features`, the device's offer when 0), run
+// `before` (traffic), quiesce
 // and save; build the restored VM's transport around `make_restored()` on
 // the same guest memory and restore; the driver reads the same registers
 // and queue configuration back; then `after` checks traffic on the
@@ -261,7 +262,9 @@ inline std::vector<std::uint8_t> check_state_round_trip(TestBed& bed,
                                                         const std::function<void(TestBed&)>& before,
                                                         const std::function<void(TestBed&)>& after,
                                                         std::uint64_t features = 0) {
-    bed.start(features);
+    if ((bed.reg(mmio_reg::kStatus) & kStatusDriverOk) == 0) {
+        bed.start(features);
+    }
     before(bed);
     auto quiesced = bed.transport->quiesce();
     REQUIRE_MESSAGE(quiesced.has_value(), (quiesced ? "" : quiesced.error().to_string()));

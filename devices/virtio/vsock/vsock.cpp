@@ -80,6 +80,7 @@ void Vsock::reset() {
     active_ = false;
     listener_paused_ = false;
     rx_used_ = tx_used_ = false;
+    transport_reset_pending_ = false;
 }
 
 VsockStats Vsock::stats() const {
@@ -99,8 +100,9 @@ Result<void> Vsock::process_queue(std::size_t index) {
         r = process_tx();
     } else if (index == vsock::kRxQueue) {
         r = process_rx();
+    } else if (index == vsock::kEventQueue) {
+        r = post_transport_reset();  // the event queue's buffers are kept for this (§5.10.6.7)
     }
-    // The event queue's buffers are kept for TRANSPORT_RESET (§5.10.6.7).
     signal_used();
     return r;
 }
@@ -485,6 +487,73 @@ Result<void> Vsock::on_host_socket(Key key, std::uint32_t events) {
     auto r = process_rx();
     signal_used();
     return r;
+}
+
+// ---- Snapshots ----
+
+void Vsock::save_state(ByteWriter& out) const {
+    out.u16(kStateVersion);
+    out.u64(config_.guest_cid);
+}
+
+Result<void> Vsock::restore_state(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    const std::uint64_t cid = in.u64();
+    if (auto r = in.finish("virtio-vsock state"); !r) {
+        return r;
+    }
+    if (version != kStateVersion) {
+        return make_error("virtio-vsock state version {} is not {}", version, kStateVersion);
+    }
+    if (cid < vsock::kFirstGuestCid || cid >= 0xffffffffULL) {
+        return make_error("the snapshot's guest cid {} is not a guest cid", cid);
+    }
+    if (cid != config_.guest_cid) {
+        log::info("{}: restored with cid {}; the snapshot's guest had {}", name(), config_.guest_cid, cid);
+    }
+    return ok();
+}
+
+Result<void> Vsock::after_restore() {
+    transport_reset_pending_ = true;
+    return post_transport_reset();
+}
+
+// struct virtio_vsock_event { le32 id; } with id VIRTIO_VSOCK_EVENT_TRANSPORT_RESET (0) (§5.10.6.7).
+Result<void> Vsock::post_transport_reset() {
+    Queue& events = context_.queues[vsock::kEventQueue];
+    if (!transport_reset_pending_ || !events.active()) {
+        return ok();
+    }
+    while (true) {
+        auto popped = events.pop(event_chain_);
+        if (!popped) {
+            return popped.error();
+        }
+        if (*popped) {
+            break;
+        }
+        // No event buffer yet: the driver's next event-queue notification
+        // brings one (Linux refills them as it consumes them).
+        auto more = events.enable_notification();
+        if (!more || !*more) {
+            return more ? ok() : Result<void>(more.error());
+        }
+    }
+    constexpr std::array<std::uint8_t, 4> kTransportReset{0, 0, 0, 0};
+    ChainWriter writer(event_chain_);
+    if (auto r = writer.write_exact(kTransportReset); !r) {
+        return make_error("event chain {} has {} writable bytes, a {}-byte event needs more", event_chain_.head(),
+                          event_chain_.writable_bytes(), kTransportReset.size());
+    }
+    if (auto r = events.add_used(event_chain_.head(), kTransportReset.size()); !r) {
+        return r;
+    }
+    transport_reset_pending_ = false;
+    if (events.needs_notification()) {
+        context_.interrupt->signal_used();
+    }
+    return ok();
 }
 
 }  // namespace sbx::virtio

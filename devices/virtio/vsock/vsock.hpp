@@ -22,9 +22,15 @@
 // than stream, an unexpected op, data beyond the credit) reset that
 // connection with an RST.
 //
-// Snapshots: host sockets cannot be saved; a restored guest must be sent
-// VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event queue (whose buffers
-// this device keeps untouched for that) so it drops its connections.
+// Snapshots: host sockets cannot be saved, so the saved state has no
+// connections. quiesce() has nothing to give back: an RX chain is used or
+// given back within the call that popped it, and the event queue is only
+// popped for an event. What the host side queued for the guest stays with
+// the connections of the VM that was saved (which may resume). The restored
+// device sends VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the event queue
+// (§5.10.6.7, waiting for an event buffer if none is posted), so the guest
+// drops its connections and re-reads its CID (Linux virtio_transport.c,
+// virtio_vsock_event_handle), and peers reconnect.
 #pragma once
 
 #include <array>
@@ -83,6 +89,14 @@ public:
     [[nodiscard]] Result<void> process_queue(std::size_t index) override;
     void reset() override;
 
+    // u16 version, u64 guest CID. The saved CID is only checked as a CID:
+    // configuration space keeps this device's (a memory fork gives each VM
+    // its own), and the guest re-reads it on the TRANSPORT_RESET.
+    void save_state(ByteWriter& out) const override;
+    [[nodiscard]] Result<void> restore_state(ByteReader& in) override;
+    [[nodiscard]] Result<void> after_restore() override;
+    static constexpr std::uint16_t kStateVersion = 1;
+
     [[nodiscard]] VsockStats stats() const;
     [[nodiscard]] const std::string& uds_path() const { return config_.uds_path; }
 
@@ -127,6 +141,9 @@ private:
     void forget(Key key);
     [[nodiscard]] std::uint32_t allocate_local_port(std::uint32_t guest_port);
     void signal_used();
+    // Sends the pending TRANSPORT_RESET once the driver has posted an
+    // event buffer.
+    [[nodiscard]] Result<void> post_transport_reset();
 
     VsockConfig config_;
     UniqueFd listener_;
@@ -142,9 +159,11 @@ private:
     bool listener_paused_ = false;  // out of fds: accept() resumes when one closes
     bool rx_used_ = false;
     bool tx_used_ = false;
+    bool transport_reset_pending_ = false;
 
     DescriptorChain rx_chain_;
     DescriptorChain tx_chain_;
+    DescriptorChain event_chain_;
     std::vector<iovec> scratch_;
 };
 

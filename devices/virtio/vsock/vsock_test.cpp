@@ -1,6 +1,7 @@
 // virtio-vsock against the mock driver and real Unix sockets: opening,
 // configuration, the hybrid handshake both ways, RST and shutdown, hostile
-// TX packets, and reset. Flow control and scale are in vsock_flow_test.cpp.
+// TX packets, reset, and snapshots (TRANSPORT_RESET on restore). Flow
+// control and scale are in vsock_flow_test.cpp.
 #include "devices/virtio/vsock/vsock.hpp"
 
 #include <doctest/doctest.h>
@@ -455,4 +456,107 @@ TEST_CASE("a REQUEST reusing the ports of a stream still closing starts a new st
     f.guest->settle();
     CHECK_FALSE(again.reset);
     CHECK(f.device->stats().connections == 1);
+}
+
+namespace {
+
+// Posts `n` event buffers as Linux does (one struct virtio_vsock_event each).
+std::vector<sbx::virtio::testing::OfferedChain> give_event_buffers(TestBed& bed, int n) {
+    std::vector<sbx::virtio::testing::OfferedChain> offered;
+    for (int i = 0; i < n; ++i) {
+        offered.push_back(bed.drivers[kEventQueue]->offer({}, std::array<std::uint32_t, 1>{4}));
+    }
+    bed.notify(kEventQueue);
+    return offered;
+}
+
+// The TRANSPORT_RESET event (§5.10.6.7) in the event buffer `chain`.
+void check_transport_reset(TestBed& bed, const sbx::virtio::testing::OfferedChain& chain) {
+    auto used = bed.drivers[kEventQueue]->take_used();
+    REQUIRE(used.has_value());
+    CHECK(used->head == chain.head);
+    CHECK(used->len == 4);
+    CHECK(bed.drivers[kEventQueue]->read(chain.writable[0].first, 4) == std::vector<std::uint8_t>{0, 0, 0, 0});
+    CHECK_FALSE(bed.drivers[kEventQueue]->take_used().has_value());  // one event only
+}
+
+}  // namespace
+
+TEST_CASE("snapshot: the restored device sends TRANSPORT_RESET, and new connections work") {
+    Fixture f;
+    auto events = give_event_buffers(*f.bed, 4);
+    CHECK_FALSE(f.bed->drivers[kEventQueue]->take_used().has_value());  // kept for the event
+    HostConnection old = host_connect(f, 1234);
+    send_text(old.fd.get(), "before");
+    REQUIRE(f.guest->run_until([&] { return old.stream->received.size() == 6; }));
+    const std::string restored_uds = f.dir.path + "/restored.sock";  // the restored VM's socket
+    const int irqs = f.bed->irq.count;
+    check_state_round_trip(
+        *f.bed, [&] { return open_vsock(restored_uds); }, [](TestBed&) {},
+        [&](TestBed& bed) {
+            check_transport_reset(bed, events[0]);
+            CHECK(bed.irq.count > irqs);
+            // The old host socket went with the old device.
+            bool eof = false;
+            REQUIRE(f.guest->run_until([&] {
+                recv_some(old.fd.get(), &eof);
+                return eof;
+            }));
+            f.uds = restored_uds;
+            HostConnection c = host_connect(f, 1235);
+            send_text(c.fd.get(), "after restore");
+            REQUIRE(f.guest->run_until([&] { return c.stream->received.size() == 13; }));
+            CHECK(as_text(c.stream->received) == "after restore");
+            const std::string reply = "to the host";
+            CHECK(f.guest->write(*c.stream, std::span(reinterpret_cast<const std::uint8_t*>(reply.data()),
+                                                      reply.size())) == reply.size());
+            std::string got;
+            REQUIRE(f.guest->run_until([&] {
+                got += as_text(recv_some(c.fd.get()));
+                return got.size() == reply.size();
+            }));
+            CHECK(got == reply);
+        });
+}
+
+TEST_CASE("snapshot: with no event buffer posted, TRANSPORT_RESET waits for one") {
+    Fixture f;
+    const std::string restored_uds = f.dir.path + "/restored.sock";
+    check_state_round_trip(
+        *f.bed, [&] { return open_vsock(restored_uds); }, [](TestBed&) {},
+        [&](TestBed& bed) {
+            CHECK_FALSE(bed.drivers[kEventQueue]->take_used().has_value());
+            auto events = give_event_buffers(bed, 2);
+            check_transport_reset(bed, events[0]);
+        });
+}
+
+TEST_CASE("snapshot: the restored device shows its own cid; the saved one is checked as a cid") {
+    TempDir dir;
+    Fixture f;
+    const auto bytes = f.bed->transport->save_state();
+    VsockConfig config;
+    config.uds_path = dir.path + "/fork.sock";
+    config.guest_cid = 77;
+    auto forked = Vsock::open(config);
+    REQUIRE(forked.has_value());
+    f.bed->replace(std::move(*forked));
+    REQUIRE(f.bed->transport->restore_state(bytes));
+    CHECK(f.bed->config32(0) == 77);
+
+    auto parts = sbx::virtio::testing::SavedTransport::parse(bytes);
+    for (std::uint64_t cid : {0ULL, 2ULL, 0xffffffffULL, 1ULL << 40}) {
+        CAPTURE(cid);
+        ByteWriter device;
+        device.u16(Vsock::kStateVersion);
+        device.u64(cid);
+        parts.device = device.take();
+        sbx::virtio::testing::check_refused(*f.bed, parts.bytes(), "a reserved cid");
+    }
+}
+
+TEST_CASE("snapshot: corrupt states are refused") {
+    TempDir dir;
+    int n = 0;
+    sbx::virtio::testing::check_state_refusals([&] { return open_vsock(dir.path + "/v" + std::to_string(n++)); });
 }
