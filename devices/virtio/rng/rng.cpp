@@ -111,4 +111,15 @@ Result<void> Rng::fill_requests() {
     return ok();
 }
 
+Result<void> Rng::restore_state(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    if (auto r = in.finish("virtio-rng state"); !r) {
+        return r;
+    }
+    if (version != kStateVersion) {
+        return make_error("virtio-rng state version {} is not {}", version, kStateVersion);
+    }
+    return ok();
+}
+
 }  // namespace sbx::virtio

@@ -32,6 +32,15 @@ public:
     [[nodiscard]] Result<void> process_queue(std::size_t index) override;
     void reset() override;
 
+    // Nothing to quiesce or carry over: each request is answered within the
+    // call that pops it, from getrandom(2), so the queue positions say it
+    // all (work left by kMaxBytesPerEvent is still in the available ring and
+    // the restored device's first pass takes it). The state is its version
+    // alone, so a later version has a place to add fields.
+    void save_state(ByteWriter& out) const override { out.u16(kStateVersion); }
+    [[nodiscard]] Result<void> restore_state(ByteReader& in) override;
+    static constexpr std::uint16_t kStateVersion = 1;
+
 private:
     Rng() = default;
     [[nodiscard]] Result<void> fill_requests();

@@ -1,5 +1,6 @@
 // virtio-rng: random bytes in every writable buffer of each request, the
-// per-chain and per-notification caps, and the conformance checks.
+// per-chain and per-notification caps, snapshots, and the conformance
+// checks.
 #include "devices/virtio/rng/rng.hpp"
 
 #include <doctest/doctest.h>
@@ -106,4 +107,45 @@ TEST_CASE("a request with no writable buffer means NEEDS_RESET") {
     bed.notify(0);
     CHECK(bed.needs_reset());
     CHECK_FALSE(bed.drivers[0]->take_used());
+}
+
+TEST_CASE("snapshot: work left for a later turn is done by the restored device; bytes keep arriving") {
+    TestBed bed(make());
+    constexpr std::size_t kChains = 20;  // 1.25 MiB: more than one notification's worth
+    std::vector<OfferedChain> offered;
+    std::size_t used_before = 0;
+    check_state_round_trip(
+        bed, make,
+        [&](TestBed& b) {
+            std::array<std::uint32_t, 1> len{Rng::kMaxBytesPerChain};
+            for (std::size_t i = 0; i < kChains; ++i) {
+                offered.push_back(b.drivers[0]->offer({}, len));
+            }
+            b.notify(0);  // the resume eventfd is never run: the old VM stops here
+            while (b.drivers[0]->take_used()) {
+                ++used_before;
+            }
+            CHECK(used_before == Rng::kMaxBytesPerEvent / Rng::kMaxBytesPerChain);
+        },
+        [&](TestBed& b) {
+            std::size_t used_after = 0;
+            while (auto used = b.drivers[0]->take_used()) {
+                CHECK(used->head == offered[used_before + used_after].head);
+                CHECK(used->len == Rng::kMaxBytesPerChain);
+                ++used_after;
+            }
+            CHECK(used_before + used_after == kChains);
+            CHECK_FALSE(all_zero(b.drivers[0]->read(offered.back().writable[0].first, 64)));
+            std::array<std::uint32_t, 1> len{32};
+            auto next = b.drivers[0]->offer({}, len);
+            b.notify(0);
+            auto used = b.drivers[0]->take_used();
+            REQUIRE(used);
+            CHECK(used->head == next.head);
+            CHECK_FALSE(all_zero(b.drivers[0]->read(next.writable[0].first, 32)));
+        });
+}
+
+TEST_CASE("snapshot: corrupt states are refused") {
+    check_state_refusals(make);
 }
