@@ -1,6 +1,11 @@
 // The boot timer (Firecracker's convention): the guest's init writes the
 // byte 123 to this device's MMIO address once userspace is up, and the VMM
 // records the time elapsed since its own process started.
+//
+// It has no snapshot state: nothing here is visible to the guest (reads are
+// zero), and the boot time belongs to the process that booted the guest. A
+// restored VM's timer reports no boot time (its guest does not boot again);
+// restore latency is the snapshot code's to measure.
 #pragma once
 
 #include <atomic>

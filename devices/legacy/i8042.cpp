@@ -24,7 +24,6 @@ constexpr std::uint8_t kSelfTestPassed = 0x55;
 constexpr std::uint8_t kKbdAck = 0xfa;
 constexpr std::uint8_t kKbdReset = 0xff;
 constexpr std::uint8_t kKbdSelfTestPassed = 0xaa;
-constexpr std::size_t kOutputLimit = 16;
 
 constexpr std::uint64_t kDataOffset = 0;
 constexpr std::uint64_t kCommandOffset = 4;
@@ -127,16 +126,71 @@ void I8042::push_output(std::uint8_t byte) {
 
 I8042::State I8042::save() const {
     std::lock_guard lock(mutex_);
-    return State{status_, control_, output_port_, pending_command_};
+    return State{status_, control_, output_port_, pending_command_, {output_.begin(), output_.end()}};
 }
 
-void I8042::restore(const State& state) {
+namespace {
+
+Result<void> check(const I8042::State& state) {
+    const std::uint8_t p = state.pending_command;
+    if (p != 0 && p != kCmdWriteControl && p != kCmdWriteOutputPort && p != kCmdWriteKbdOutput) {
+        return make_error("i8042 state: command {:#x} does not wait for a data byte", p);
+    }
+    if (state.output.size() > I8042::kOutputLimit) {
+        return make_error("i8042 state: {} output bytes, at most {} are buffered", state.output.size(),
+                          I8042::kOutputLimit);
+    }
+    return ok();
+}
+
+}  // namespace
+
+Result<void> I8042::restore(const State& state) {
+    if (auto r = check(state); !r) {
+        return r;
+    }
     std::lock_guard lock(mutex_);
-    status_ = static_cast<std::uint8_t>(state.status & ~kStatusOutputFull);
     control_ = state.control;
     output_port_ = state.output_port;
     pending_command_ = state.pending_command;
-    output_.clear();
+    output_.assign(state.output.begin(), state.output.end());
+    // Output full follows the buffer, whatever the saved status claimed.
+    status_ = static_cast<std::uint8_t>((state.status & ~kStatusOutputFull) |
+                                        (output_.empty() ? 0 : kStatusOutputFull));
+    if (!output_.empty() && (control_ & kControlKbdInt) != 0) {
+        irq_.trigger();  // the new VM's irqfd has seen no edge
+    }
+    return ok();
+}
+
+void I8042::State::encode(ByteWriter& out) const {
+    out.u16(kVersion);
+    out.u8(status);
+    out.u8(control);
+    out.u8(output_port);
+    out.u8(pending_command);
+    out.blob(output);
+}
+
+Result<I8042::State> I8042::State::decode(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    if (!in.failed() && version != kVersion) {
+        return make_error("i8042 state version {} is not {}", version, kVersion);
+    }
+    State s;
+    s.status = in.u8();
+    s.control = in.u8();
+    s.output_port = in.u8();
+    s.pending_command = in.u8();
+    const auto output = in.blob(kOutputLimit);
+    if (in.failed()) {
+        return in.finish("i8042 state").error();
+    }
+    s.output.assign(output.begin(), output.end());
+    if (auto r = check(s); !r) {
+        return r.error();
+    }
+    return s;
 }
 
 }  // namespace sbx

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <span>
 
+#include <vector>
+
+#include "base/byte_codec.hpp"
 #include "devices/bus.hpp"
 #include "devices/interrupt.hpp"
 
@@ -22,6 +25,8 @@ public:
     // absorbed here).
     static constexpr std::uint64_t kBasePort = 0x60;
     static constexpr std::uint64_t kPortCount = 5;
+    // Bytes waiting for the guest to read them; more are dropped.
+    static constexpr std::size_t kOutputLimit = 16;
 
     I8042(InterruptLine& keyboard_irq, std::function<void()> on_reset)
         : irq_(keyboard_irq), on_reset_(std::move(on_reset)) {}
@@ -29,11 +34,25 @@ public:
     void read(std::uint64_t offset, std::span<std::uint8_t> data) override;
     void write(std::uint64_t offset, std::span<const std::uint8_t> data) override;
 
+    // What the guest can observe, for snapshots: status, the controller's
+    // command byte ("control"), the output port, a command waiting for its
+    // data byte, and the bytes waiting in the output buffer.
     struct State {
-        std::uint8_t status, control, output_port, pending_command;
+        static constexpr std::uint16_t kVersion = 1;
+        std::uint8_t status = 0, control = 0, output_port = 0, pending_command = 0;
+        std::vector<std::uint8_t> output;  // oldest first, at most kOutputLimit
+
+        // u16 version, the four registers, the output bytes as a blob.
+        void encode(ByteWriter& out) const;
+        // Refuses truncated input, another version, a pending command that
+        // takes no data byte and more output than kOutputLimit. The caller
+        // ends the reader with finish() (trailing bytes).
+        [[nodiscard]] static Result<State> decode(ByteReader& in);
     };
     [[nodiscard]] State save() const;
-    void restore(const State& state);
+    // Refuses what decode() refuses (the device is then unchanged); raises
+    // the keyboard interrupt again when output waits and it is enabled.
+    [[nodiscard]] Result<void> restore(const State& state);
 
 private:
     void command(std::uint8_t cmd);

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <vector>
+
 #include "devices/device_test_util.hpp"
 #include "devices/legacy/i8042.hpp"
 
@@ -62,4 +64,75 @@ TEST_CASE("i8042 output is bounded when the guest never reads") {
         ++n;
     }
     CHECK(n <= 16);
+}
+
+namespace {
+
+std::vector<std::uint8_t> encoded(const I8042::State& state) {
+    ByteWriter out;
+    state.encode(out);
+    return out.take();
+}
+
+}  // namespace
+
+TEST_CASE("i8042 state round trip: registers, a command waiting for data, output waiting for the guest") {
+    CountingIrq irq_a;
+    I8042 a(irq_a, {});
+    wr(a, 4, 0x60);  // write control
+    wr(a, 0, 0x45);  // keyboard interrupt, SYS, translate
+    wr(a, 4, 0xaa);  // self-test: 0x55 waits in the output buffer
+    wr(a, 4, 0xd1);  // write output port: waits for its data byte
+    const auto bytes = encoded(a.save());
+    ByteReader in(bytes);
+    auto state = I8042::State::decode(in);
+    REQUIRE(state.has_value());
+    REQUIRE(in.finish("i8042"));
+
+    CountingIrq irq_b;
+    I8042 b(irq_b, {});
+    REQUIRE(b.restore(*state));
+    CHECK(irq_b.count == 1);  // output waits and the keyboard interrupt is on
+    CHECK((rd(b, 4) & 0x01) == 0x01);
+    CHECK(rd(b, 0) == 0x55);
+    CHECK((rd(b, 4) & 0x01) == 0);
+    wr(b, 0, 0x03);  // the data byte of 0xd1
+    wr(b, 4, 0xd0);
+    CHECK(rd(b, 0) == 0x03);
+    wr(b, 4, 0x20);
+    CHECK(rd(b, 0) == 0x45);
+}
+
+TEST_CASE("i8042 state decoding refuses corrupt input; a refused restore changes nothing") {
+    CountingIrq irq;
+    I8042 a(irq, {});
+    wr(a, 4, 0xaa);
+    const I8042::State good = a.save();
+    const auto bytes = encoded(good);
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        CAPTURE(n);
+        ByteReader cut{std::span(bytes).first(n)};
+        CHECK_FALSE(I8042::State::decode(cut).has_value());
+    }
+    auto refused = [](const I8042::State& state) {
+        const auto b = encoded(state);
+        ByteReader reader(b);
+        return !I8042::State::decode(reader).has_value();
+    };
+    I8042::State bad = good;
+    bad.pending_command = 0xaa;
+    CHECK(refused(bad));
+    bad = good;
+    bad.output.assign(I8042::kOutputLimit + 1, 0xfa);
+    CHECK(refused(bad));
+    auto other_version = bytes;
+    other_version[0] = 2;
+    ByteReader versioned(other_version);
+    CHECK_FALSE(I8042::State::decode(versioned).has_value());
+
+    I8042 b(irq, {});
+    bad = good;
+    bad.pending_command = 0xfe;
+    CHECK_FALSE(b.restore(bad).has_value());
+    CHECK((rd(b, 4) & 0x01) == 0);  // still empty
 }

@@ -198,24 +198,73 @@ Serial::State Serial::save() const {
                  std::string(rx_fifo_.begin(), rx_fifo_.end())};
 }
 
-void Serial::restore(const State& state) {
+namespace {
+
+Result<void> check(const Serial::State& state) {
+    if ((state.ier & ~kIerMask) != 0) {
+        return make_error("serial state: IER {:#x} has bits a 16550A does not have", state.ier);
+    }
+    if (state.rx_fifo.size() > Serial::kRxFifoSize) {
+        return make_error("serial state: {} bytes in a {}-byte receive FIFO", state.rx_fifo.size(),
+                          Serial::kRxFifoSize);
+    }
+    return ok();
+}
+
+}  // namespace
+
+Result<void> Serial::restore(const State& state) {
+    if (auto r = check(state); !r) {
+        return r;
+    }
     std::lock_guard lock(mutex_);
-    ier_ = state.ier & kIerMask;
+    ier_ = state.ier;
     lcr_ = state.lcr;
     mcr_ = state.mcr;
-    lsr_ = state.lsr;
     msr_ = state.msr;
     scr_ = state.scr;
     dll_ = state.dll;
     dlm_ = state.dlm;
     fifo_enabled_ = state.fifo_enabled;
     thr_interrupt_pending_ = state.thr_interrupt_pending;
-    interrupt_level_ = false;  // re-raised below if the restored state has one pending
-    std::size_t keep = std::min(state.rx_fifo.size(), kRxFifoSize);
-    rx_fifo_.assign(state.rx_fifo.begin(), state.rx_fifo.begin() + static_cast<std::ptrdiff_t>(keep));
-    // Derived bits follow the FIFO, whatever the saved LSR claimed.
-    lsr_ = static_cast<std::uint8_t>((lsr_ & ~kLsrDataReady) | (rx_fifo_.empty() ? 0 : kLsrDataReady));
+    rx_fifo_.assign(state.rx_fifo.begin(), state.rx_fifo.end());
+    // Data ready follows the FIFO, whatever the saved LSR claimed.
+    lsr_ = static_cast<std::uint8_t>((state.lsr & ~kLsrDataReady) | (rx_fifo_.empty() ? 0 : kLsrDataReady));
+    // The new VM's irqfd has seen no edge: a pending interrupt raises it.
+    interrupt_level_ = false;
     update_interrupt();
+    return ok();
+}
+
+void Serial::State::encode(ByteWriter& out) const {
+    out.u16(kVersion);
+    for (std::uint8_t reg : {ier, lcr, mcr, lsr, msr, scr, dll, dlm}) {
+        out.u8(reg);
+    }
+    out.boolean(fifo_enabled);
+    out.boolean(thr_interrupt_pending);
+    out.string(rx_fifo);
+}
+
+Result<Serial::State> Serial::State::decode(ByteReader& in) {
+    const std::uint16_t version = in.u16();
+    if (!in.failed() && version != kVersion) {
+        return make_error("serial state version {} is not {}", version, kVersion);
+    }
+    State s;
+    for (std::uint8_t* reg : {&s.ier, &s.lcr, &s.mcr, &s.lsr, &s.msr, &s.scr, &s.dll, &s.dlm}) {
+        *reg = in.u8();
+    }
+    s.fifo_enabled = in.boolean();
+    s.thr_interrupt_pending = in.boolean();
+    s.rx_fifo = in.string(kRxFifoSize);
+    if (in.failed()) {
+        return in.finish("serial state").error();
+    }
+    if (auto r = check(s); !r) {
+        return r.error();
+    }
+    return s;
 }
 
 }  // namespace sbx

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "base/byte_codec.hpp"
 #include "devices/bus.hpp"
 #include "devices/interrupt.hpp"
 
@@ -40,14 +41,28 @@ public:
     void take_output(std::string& out);
     [[nodiscard]] std::uint64_t dropped_output_bytes() const;
 
+    // What the guest can observe, for snapshots: the registers, the divisor
+    // latch, the pending THR-empty interrupt (IIR and the line follow from
+    // it, IER and the FIFO) and the receive FIFO's bytes. Output not yet
+    // taken by the console is the host's and is not part of it.
     struct State {
-        std::uint8_t ier, lcr, mcr, lsr, msr, scr, dll, dlm;
-        bool fifo_enabled;
-        bool thr_interrupt_pending;
-        std::string rx_fifo;
+        static constexpr std::uint16_t kVersion = 1;
+        std::uint8_t ier = 0, lcr = 0, mcr = 0, lsr = 0, msr = 0, scr = 0, dll = 0, dlm = 0;
+        bool fifo_enabled = false;
+        bool thr_interrupt_pending = false;
+        std::string rx_fifo;  // oldest byte first, at most kRxFifoSize
+
+        // u16 version, the eight registers, the two flags, the FIFO as a blob.
+        void encode(ByteWriter& out) const;
+        // Refuses truncated input, another version, IER bits the UART does
+        // not have and a FIFO longer than kRxFifoSize. The caller ends the
+        // reader with finish() (trailing bytes).
+        [[nodiscard]] static Result<State> decode(ByteReader& in);
     };
     [[nodiscard]] State save() const;
-    void restore(const State& state);
+    // Refuses what decode() refuses (the device is then unchanged); raises
+    // the interrupt line again when the restored state has one pending.
+    [[nodiscard]] Result<void> restore(const State& state);
 
 private:
     std::uint8_t read_register(std::uint64_t offset);

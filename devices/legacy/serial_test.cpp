@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "devices/device_test_util.hpp"
 #include "devices/legacy/serial.hpp"
@@ -118,18 +119,117 @@ TEST_CASE("serial loopback mirrors MCR into MSR and echoes THR") {
     CHECK(rd(s, 0) == 'z');
 }
 
-TEST_CASE("serial state round-trips") {
-    CountingIrq irq;
-    Serial a(irq, {});
+namespace {
+
+// Save, encode, decode, and restore into `to`, as a snapshot would.
+void snapshot_into(const Serial& from, Serial& to) {
+    ByteWriter out;
+    from.save().encode(out);
+    const auto bytes = out.take();
+    ByteReader in(bytes);
+    auto state = Serial::State::decode(in);
+    REQUIRE(state.has_value());
+    REQUIRE(in.finish("serial"));
+    REQUIRE(to.restore(*state));
+}
+
+std::vector<std::uint8_t> encoded(const Serial::State& state) {
+    ByteWriter out;
+    state.encode(out);
+    return out.take();
+}
+
+}  // namespace
+
+TEST_CASE("serial state round trip: registers, divisor latch, FIFO bytes, pending RX interrupt") {
+    CountingIrq irq_a;
+    Serial a(irq_a, {});
+    wr(a, 3, 0x83);  // DLAB on: divisor 0x0201
+    wr(a, 0, 0x01);
+    wr(a, 1, 0x02);
+    wr(a, 3, 0x1b);  // DLAB off, 8E1
+    wr(a, 4, 0x0b);  // DTR, RTS, OUT2
     wr(a, 7, 0x33);
-    wr(a, 1, 0x01);
-    const std::uint8_t in[] = {'q'};
-    a.enqueue_input(in);
-    auto state = a.save();
-    Serial b(irq, {});
-    b.restore(state);
+    wr(a, 2, 0x01);  // FIFOs on
+    wr(a, 1, 0x01);  // RX data interrupt
+    const std::uint8_t in[] = {'a', 'b', 'c'};
+    REQUIRE(a.enqueue_input(in) == 3);
+    CHECK(rd(a, 0) == 'a');
+
+    CountingIrq irq_b;
+    Serial b(irq_b, {});
+    snapshot_into(a, b);
+    CHECK(irq_b.count == 1);  // the pending RX interrupt is raised on the new line
+    CHECK(rd(b, 3) == 0x1b);
+    CHECK(rd(b, 4) == 0x0b);
     CHECK(rd(b, 7) == 0x33);
     CHECK(rd(b, 1) == 0x01);
-    CHECK(rd(b, 0) == 'q');
+    CHECK(rd(b, 2) == (0x04 | 0xc0));  // IIR: RX data, FIFOs enabled
+    CHECK((rd(b, 5) & 0x01) == 0x01);
+    CHECK(rd(b, 0) == 'b');
+    CHECK(rd(b, 0) == 'c');
+    CHECK((rd(b, 5) & 0x01) == 0);
+    CHECK(rd(b, 2) == (0x01 | 0xc0));  // nothing pending
+    wr(b, 3, 0x9b);
+    CHECK(rd(b, 0) == 0x01);
+    CHECK(rd(b, 1) == 0x02);
+}
+
+TEST_CASE("serial state round trip: a pending THR-empty interrupt, and none") {
+    CountingIrq irq_a;
+    Serial a(irq_a, {});
+    wr(a, 1, 0x02);  // THRE interrupt: pending at once
+    CountingIrq irq_b;
+    Serial b(irq_b, {});
+    snapshot_into(a, b);
+    CHECK(irq_b.count == 1);
+    CHECK((rd(b, 2) & 0x0f) == 0x02);
+    CHECK((rd(b, 2) & 0x0f) == 0x01);  // reading IIR acknowledged it
+
+    CountingIrq irq_c;
+    Serial c(irq_c, {});
+    snapshot_into(b, c);
+    CHECK(irq_c.count == 0);
+}
+
+TEST_CASE("serial state decoding refuses corrupt input; a refused restore changes nothing") {
+    CountingIrq irq;
+    Serial a(irq, {});
+    const std::uint8_t in[] = {'x', 'y'};
+    a.enqueue_input(in);
+    const Serial::State good = a.save();
+    const auto bytes = encoded(good);
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        CAPTURE(n);
+        ByteReader cut{std::span(bytes).first(n)};
+        CHECK_FALSE(Serial::State::decode(cut).has_value());
+    }
+    auto refused = [](const Serial::State& state) {
+        const auto b = encoded(state);
+        ByteReader reader(b);
+        return !Serial::State::decode(reader).has_value();
+    };
+    Serial::State bad = good;
+    bad.ier = 0x10;
+    CHECK(refused(bad));
+    bad = good;
+    bad.rx_fifo = std::string(Serial::kRxFifoSize + 1, 'z');
+    CHECK(refused(bad));
+    auto other_version = bytes;
+    other_version[0] = 9;
+    ByteReader versioned(other_version);
+    CHECK_FALSE(Serial::State::decode(versioned).has_value());
+    auto bad_flag = bytes;
+    bad_flag[10] = 7;  // fifo_enabled
+    ByteReader flagged(bad_flag);
+    CHECK_FALSE(Serial::State::decode(flagged).has_value());
+
+    Serial b(irq, {});
+    wr(b, 7, 0x44);
+    bad = good;
+    bad.scr = 0x55;
+    bad.rx_fifo = std::string(100, 'z');
+    CHECK_FALSE(b.restore(bad).has_value());
+    CHECK(rd(b, 7) == 0x44);
     CHECK((rd(b, 5) & 0x01) == 0);
 }
