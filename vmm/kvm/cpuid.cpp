@@ -2,8 +2,6 @@
 
 #include <array>
 #include <bit>
-#include <cstring>
-#include <optional>
 
 namespace sbx::kvm {
 
@@ -13,20 +11,28 @@ enum class Reg { Eax, Ebx, Ecx, Edx };
 
 const char* reg_name(Reg r) {
     switch (r) {
-        case Reg::Eax: return "eax";
-        case Reg::Ebx: return "ebx";
-        case Reg::Ecx: return "ecx";
-        case Reg::Edx: return "edx";
+        case Reg::Eax:
+            return "eax";
+        case Reg::Ebx:
+            return "ebx";
+        case Reg::Ecx:
+            return "ecx";
+        case Reg::Edx:
+            return "edx";
     }
     return "?";
 }
 
 std::uint32_t reg_value(const CpuidEntry& e, Reg r) {
     switch (r) {
-        case Reg::Eax: return e.eax;
-        case Reg::Ebx: return e.ebx;
-        case Reg::Ecx: return e.ecx;
-        case Reg::Edx: return e.edx;
+        case Reg::Eax:
+            return e.eax;
+        case Reg::Ebx:
+            return e.ebx;
+        case Reg::Ecx:
+            return e.ecx;
+        case Reg::Edx:
+            return e.edx;
     }
     return 0;
 }
@@ -41,12 +47,13 @@ struct FeatureReg {
 };
 
 // Bits from Intel SDM Vol. 2A Table 3-8/3-10 and AMD APM Vol. 3 E.3.
-constexpr std::uint32_t kL1EcxTscDeadline = 1U << 24;  // reported by KVM_CAP_TSC_DEADLINE_TIMER (api.rst 4.46)
-constexpr std::uint32_t kL1EcxOsxsave = 1U << 27;      // mirrors CR4.OSXSAVE
-constexpr std::uint32_t kL1EcxHypervisor = 1U << 31;   // set by the VMM
-constexpr std::uint32_t kL1EdxApic = 1U << 9;          // mirrors IA32_APIC_BASE.EN
-constexpr std::uint32_t kL1EdxHtt = 1U << 28;          // topology, set by the VMM
-constexpr std::uint32_t kL7EcxOspke = 1U << 4;         // mirrors CR4.PKE
+// TSC deadline is reported by KVM_CAP_TSC_DEADLINE_TIMER, not by CPUID (api.rst 4.46).
+constexpr std::uint32_t kL1EcxTscDeadline = 1U << 24;
+constexpr std::uint32_t kL1EcxOsxsave = 1U << 27;     // mirrors CR4.OSXSAVE
+constexpr std::uint32_t kL1EcxHypervisor = 1U << 31;  // set by the VMM
+constexpr std::uint32_t kL1EdxApic = 1U << 9;         // mirrors IA32_APIC_BASE.EN
+constexpr std::uint32_t kL1EdxHtt = 1U << 28;         // topology, set by the VMM
+constexpr std::uint32_t kL7EcxOspke = 1U << 4;        // mirrors CR4.PKE
 
 constexpr std::array kFeatureRegs = {
     FeatureReg{0x1, 0, Reg::Ecx, kL1EcxTscDeadline | kL1EcxOsxsave | kL1EcxHypervisor},
@@ -66,7 +73,9 @@ constexpr std::array kFeatureRegs = {
 };
 
 // Leaves whose index selects a subleaf; for the others KVM ignores `index`.
-bool has_subleaves(std::uint32_t function) { return function == 0x7 || function == 0xd; }
+bool has_subleaves(std::uint32_t function) {
+    return function == 0x7 || function == 0xd;
+}
 
 const CpuidEntry* find(std::span<const CpuidEntry> cpuid, std::uint32_t function, std::uint32_t index) {
     for (const auto& e : cpuid) {
@@ -83,11 +92,12 @@ std::string vendor_of(std::span<const CpuidEntry> cpuid) {
     if (leaf0 == nullptr) {
         return {};
     }
-    char text[12];
-    std::memcpy(text, &leaf0->ebx, 4);
-    std::memcpy(text + 4, &leaf0->edx, 4);
-    std::memcpy(text + 8, &leaf0->ecx, 4);
-    std::string out(text, sizeof text);
+    std::string out;
+    for (std::uint32_t reg : {leaf0->ebx, leaf0->edx, leaf0->ecx}) {
+        for (int i = 0; i < 4; ++i) {
+            out.push_back(static_cast<char>((reg >> (8 * i)) & 0xff));
+        }
+    }
     for (char& c : out) {
         if (c < 0x20 || c > 0x7e) {
             c = '?';
@@ -115,12 +125,13 @@ std::string bit_list(std::uint32_t bits) {
 
 }  // namespace
 
-Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved, std::span<const CpuidEntry> host_supported) {
+Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved,
+                                    std::span<const CpuidEntry> host_supported) {
     std::string saved_vendor = vendor_of(saved);
     std::string host_vendor = vendor_of(host_supported);
     if (saved_vendor != host_vendor) {
-        return make_error("cpu_mismatch: the snapshot's CPU vendor is '{}', this host's is '{}'", saved_vendor,
-                          host_vendor);
+        return make_error("cpu_mismatch: the snapshot's CPU vendor is '{}', this host's is '{}'",
+                          saved_vendor, host_vendor);
     }
     for (const auto& f : kFeatureRegs) {
         const CpuidEntry* want = find(saved, f.function, f.index);
@@ -132,9 +143,10 @@ Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved, std::span
         std::uint32_t offered = have == nullptr ? 0 : reg_value(*have, f.reg);
         std::uint32_t missing = wanted & ~offered;
         if (missing != 0) {
-            return make_error("cpu_mismatch: {} bits {} ({:#010x}) are used by the snapshot but not supported by "
-                              "this host's KVM",
-                              describe_leaf(f), bit_list(missing), missing);
+            return make_error(
+                "cpu_mismatch: {} bits {} ({:#010x}) are used by the snapshot but not supported by "
+                "this host's KVM",
+                describe_leaf(f), bit_list(missing), missing);
         }
     }
     return ok();
@@ -149,8 +161,8 @@ CpuSummary summarize_cpuid(std::span<const CpuidEntry> cpuid) {
         std::uint32_t base_model = (eax >> 4) & 0xf;
         s.stepping = eax & 0xf;
         s.family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
-        s.model = (base_family == 0x6 || base_family == 0xf) ? base_model | (((eax >> 16) & 0xf) << 4)
-                                                              : base_model;
+        s.model =
+            (base_family == 0x6 || base_family == 0xf) ? base_model | (((eax >> 16) & 0xf) << 4) : base_model;
     }
     constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
     constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;

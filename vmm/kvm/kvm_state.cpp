@@ -13,7 +13,7 @@ namespace sbx::kvm {
 
 namespace {
 
-constexpr std::size_t kCpuidEntryBytes = 7 * 4;
+constexpr std::size_t kCpuidEntryBytes = 7 * sizeof(std::uint32_t);
 constexpr std::size_t kMsrBytes = 4 + 8;
 constexpr std::uint32_t kMaxXcrs = 16;  // KVM_MAX_XCRS, arch/x86/include/uapi/asm/kvm.h
 
@@ -144,7 +144,8 @@ Result<VmState> VmState::decode(ByteReader& r) {
         return make_error("{}: {}", kWhat, error);
     }
     const std::pair<const std::vector<std::uint8_t>*, std::uint32_t> chips[] = {
-        {&s.pic_master, KVM_IRQCHIP_PIC_MASTER}, {&s.pic_slave, KVM_IRQCHIP_PIC_SLAVE},
+        {&s.pic_master, KVM_IRQCHIP_PIC_MASTER},
+        {&s.pic_slave, KVM_IRQCHIP_PIC_SLAVE},
         {&s.ioapic, KVM_IRQCHIP_IOAPIC}};
     for (const auto& [image, id] : chips) {
         if (auto chip = load<kvm_irqchip>(*image); chip.chip_id != id) {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -145,10 +146,10 @@ TEST_CASE("vCPU state survives save, encode, decode and restore into another VM"
     CHECK(msrs2[kMsrTsc] >= msrs1[kMsrTsc]);  // the TSC kept counting
     msrs1.erase(kMsrTsc);
     msrs2.erase(kMsrTsc);
-    for (auto [index, value] : msrs1) {
-        CAPTURE(index);
-        CHECK(msrs2.count(index) == 1);
-        CHECK(msrs2[index] == value);
+    for (const auto& msr : msrs1) {
+        CAPTURE(msr.first);
+        CHECK(msrs2.count(msr.first) == 1);
+        CHECK(msrs2[msr.first] == msr.second);
     }
     CHECK(msrs2.size() == msrs1.size());
 
@@ -213,4 +214,102 @@ TEST_CASE("VM state survives save, encode, decode and restore into another VM") 
     }
 
     CHECK(vm2.restore_state(decoded, ClockRestore::AdvanceByRealtime));
+}
+
+namespace {
+
+constexpr std::size_t kGuestMemory = 2 << 20;
+constexpr std::uint64_t kCodeAddress = 0x1000;
+constexpr std::uint64_t kGdtAddress = 0x500;
+constexpr std::uint64_t kPml4 = 0x9000, kPdpt = 0xa000, kPd = 0xb000;
+constexpr std::uint16_t kCounterPort = 0x10;
+
+void put64(std::uint8_t* mem, std::uint64_t at, std::uint64_t v) {
+    std::memcpy(mem + at, &v, sizeof v);
+}
+
+// Identity-mapped first 2 MiB, the boot GDT, and a loop that counts in eax
+// and writes al to port 0x10 each time round: inc eax; out 0x10, al; jmp loop.
+void load_counter_guest(std::uint8_t* mem) {
+    put64(mem, kPml4, kPdpt | 0x3);
+    put64(mem, kPdpt, kPd | 0x3);
+    put64(mem, kPd, 0x83);  // 2 MiB page at 0, present, writable
+    for (std::size_t i = 0; i < x86::kBootGdt.size(); ++i) {
+        put64(mem, kGdtAddress + 8 * i, x86::kBootGdt[i]);
+    }
+    const std::array<std::uint8_t, 6> code = {0xff, 0xc0, 0xe6, kCounterPort, 0xeb, 0xfa};
+    std::memcpy(mem + kCodeAddress, code.data(), code.size());
+}
+
+// Runs until the next counter write and returns its value.
+std::optional<std::uint8_t> next_count(Vcpu& vcpu) {
+    for (int i = 0; i < 100; ++i) {
+        auto exit = vcpu.run();
+        REQUIRE_MESSAGE(exit, exit.error().message);
+        if (const auto* out = std::get_if<IoOut>(&*exit); out != nullptr && out->port == kCounterPort) {
+            return out->data[0];
+        }
+        if (!std::holds_alternative<Interrupted>(*exit)) {
+            MESSAGE("unexpected exit: " << describe(*exit));
+            return std::nullopt;
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("a running guest continues in another VM from its saved state") {
+    auto sys = open_kvm();
+    if (!sys) {
+        return;
+    }
+    auto mem1 = MmapRegion::anonymous(kGuestMemory);
+    REQUIRE(mem1);
+    load_counter_guest(mem1->data());
+    Vm vm1 = make_vm(*sys);
+    REQUIRE(vm1.set_user_memory_region(0, 0, kGuestMemory, mem1->data()));
+    Vcpu cpu1 = make_vcpu(*sys, vm1);
+    boot_setup(*sys, cpu1);
+    LongModeEntry entry;
+    entry.rip = kCodeAddress;
+    entry.rsp = 0x8000;
+    entry.cr3 = kPml4;
+    entry.gdt_base = kGdtAddress;
+    entry.gdt_limit = static_cast<std::uint16_t>(sizeof(x86::kBootGdt) - 1);
+    REQUIRE(cpu1.setup_long_mode(entry));
+
+    for (std::uint8_t want = 1; want <= 3; ++want) {
+        auto got = next_count(cpu1);
+        REQUIRE(got);
+        CHECK(*got == want);
+    }
+    // Pause as the VMM does: an immediate exit completes the pending OUT
+    // (api.rst 5, kvm_run immediate_exit), then save.
+    cpu1.set_immediate_exit(true);
+    auto paused = cpu1.run();
+    REQUIRE(paused);
+    REQUIRE(std::holds_alternative<Interrupted>(*paused));
+    auto vcpu_state = cpu1.save_state();
+    REQUIRE_MESSAGE(vcpu_state, vcpu_state.error().message);
+    auto vm_state = vm1.save_state();
+    REQUIRE_MESSAGE(vm_state, vm_state.error().message);
+
+    auto mem2 = MmapRegion::anonymous(kGuestMemory);
+    REQUIRE(mem2);
+    std::memcpy(mem2->data(), mem1->data(), kGuestMemory);
+    Vm vm2 = make_vm(*sys);
+    REQUIRE(vm2.set_user_memory_region(0, 0, kGuestMemory, mem2->data()));
+    Vcpu cpu2 = make_vcpu(*sys, vm2);
+    REQUIRE(vm2.restore_state(through_codec(*vm_state)));
+    auto restored = cpu2.restore_state(through_codec(*vcpu_state));
+    REQUIRE_MESSAGE(restored, (restored ? "" : restored.error().message));
+
+    auto got = next_count(cpu2);
+    REQUIRE(got);
+    CHECK(*got == 4);
+    // The original goes on independently from the same point.
+    auto original = next_count(cpu1);
+    REQUIRE(original);
+    CHECK(*original == 4);
 }

@@ -82,7 +82,9 @@ bool equal(const VcpuState& a, const VcpuState& b) {
 }
 
 // Offset of the regs blob's u32 length: version, tsc_khz, cpuid count, entries.
-std::size_t regs_length_offset(const VcpuState& s) { return 2 + 4 + 4 + s.cpuid.size() * 28; }
+std::size_t regs_length_offset(const VcpuState& s) {
+    return 2 + 4 + 4 + s.cpuid.size() * 28;
+}
 
 void put_u32(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) {
@@ -250,7 +252,9 @@ CpuidEntry& leaf(std::vector<CpuidEntry>& v, std::uint32_t fn, std::uint32_t idx
 
 TEST_CASE("check_cpuid_compatible") {
     auto host = host_cpuid();
-    SUBCASE("identical is compatible") { CHECK(check_cpuid_compatible(host, host)); }
+    SUBCASE("identical is compatible") {
+        CHECK(check_cpuid_compatible(host, host));
+    }
     SUBCASE("a subset is compatible") {
         auto saved = host;
         leaf(saved, 7).ebx &= ~0x200U;

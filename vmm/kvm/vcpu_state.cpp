@@ -44,7 +44,8 @@ std::vector<std::uint32_t> msrs_to_save(const std::vector<std::uint32_t>& kvm_li
 }
 
 template <typename T>
-Result<void> get(int fd, unsigned long request, const char* name, std::uint32_t id, std::vector<std::uint8_t>& out) {
+Result<void> get(int fd, unsigned long request, const char* name, std::uint32_t id,
+                 std::vector<std::uint8_t>& out) {
     T value{};
     if (::ioctl(fd, request, &value) < 0) {
         return sys_error("{} on vCPU {}", name, id);
@@ -60,7 +61,8 @@ template <typename T>
 Result<void> set(int fd, unsigned long request, const char* name, std::uint32_t id,
                  const std::vector<std::uint8_t>& image) {
     if (image.size() != sizeof(T)) {
-        return make_error("{} on vCPU {}: saved image is {} bytes, struct is {}", name, id, image.size(), sizeof(T));
+        return make_error("{} on vCPU {}: saved image is {} bytes, struct is {}", name, id, image.size(),
+                          sizeof(T));
     }
     T value{};
     std::memcpy(&value, image.data(), sizeof(T));
@@ -133,8 +135,10 @@ Result<VcpuState> Vcpu::save_state() const {
     // and LAPIC state; KVM_GET_VCPU_EVENTS last, since the other GETs may
     // still move pending events.
     auto r = get<kvm_mp_state>(fd, KVM_GET_MP_STATE, "KVM_GET_MP_STATE", id_, s.mp_state);
-    if (r) r = get<kvm_regs>(fd, KVM_GET_REGS, "KVM_GET_REGS", id_, s.regs);
-    if (r) r = get<kvm_sregs>(fd, KVM_GET_SREGS, "KVM_GET_SREGS", id_, s.sregs);
+    if (r)
+        r = get<kvm_regs>(fd, KVM_GET_REGS, "KVM_GET_REGS", id_, s.regs);
+    if (r)
+        r = get<kvm_sregs>(fd, KVM_GET_SREGS, "KVM_GET_SREGS", id_, s.sregs);
     if (r) {
         if (props_.xsave_size > sizeof(kvm_xsave)) {
             // KVM_GET_XSAVE2: the whole area KVM_CAP_XSAVE2 sized (AMX and others past 4 KiB).
@@ -146,9 +150,12 @@ Result<VcpuState> Vcpu::save_state() const {
             r = get<kvm_xsave>(fd, KVM_GET_XSAVE, "KVM_GET_XSAVE", id_, s.xsave);
         }
     }
-    if (r) r = get<kvm_xcrs>(fd, KVM_GET_XCRS, "KVM_GET_XCRS", id_, s.xcrs);
-    if (r) r = get<kvm_debugregs>(fd, KVM_GET_DEBUGREGS, "KVM_GET_DEBUGREGS", id_, s.debugregs);
-    if (r) r = get<kvm_lapic_state>(fd, KVM_GET_LAPIC, "KVM_GET_LAPIC", id_, s.lapic);
+    if (r)
+        r = get<kvm_xcrs>(fd, KVM_GET_XCRS, "KVM_GET_XCRS", id_, s.xcrs);
+    if (r)
+        r = get<kvm_debugregs>(fd, KVM_GET_DEBUGREGS, "KVM_GET_DEBUGREGS", id_, s.debugregs);
+    if (r)
+        r = get<kvm_lapic_state>(fd, KVM_GET_LAPIC, "KVM_GET_LAPIC", id_, s.lapic);
     if (!r) {
         return r.error();
     }
@@ -184,8 +191,8 @@ Result<void> Vcpu::restore_state(const VcpuState& s) const {
     // The TSC frequency first: the TSC MSR below is written in guest ticks.
     if (s.tsc_khz != 0 && props_.tsc_control) {
         int here = ::ioctl(fd, KVM_GET_TSC_KHZ, 0);
-        std::uint64_t diff = here > 0 ? static_cast<std::uint64_t>(std::abs(here - static_cast<long>(s.tsc_khz)))
-                                      : s.tsc_khz;
+        std::uint64_t diff =
+            here > 0 ? static_cast<std::uint64_t>(std::abs(here - static_cast<long>(s.tsc_khz))) : s.tsc_khz;
         if (diff * 1000000 > static_cast<std::uint64_t>(s.tsc_khz) * kTscToleranceppm &&
             ::ioctl(fd, KVM_SET_TSC_KHZ, static_cast<unsigned long>(s.tsc_khz)) < 0) {
             return sys_error("KVM_SET_TSC_KHZ {} on vCPU {}", s.tsc_khz, id_);
@@ -203,8 +210,10 @@ Result<void> Vcpu::restore_state(const VcpuState& s) const {
         }
     }
     auto r = set<kvm_mp_state>(fd, KVM_SET_MP_STATE, "KVM_SET_MP_STATE", id_, s.mp_state);
-    if (r) r = set<kvm_regs>(fd, KVM_SET_REGS, "KVM_SET_REGS", id_, s.regs);
-    if (r) r = set<kvm_sregs>(fd, KVM_SET_SREGS, "KVM_SET_SREGS", id_, s.sregs);
+    if (r)
+        r = set<kvm_regs>(fd, KVM_SET_REGS, "KVM_SET_REGS", id_, s.regs);
+    if (r)
+        r = set<kvm_sregs>(fd, KVM_SET_SREGS, "KVM_SET_SREGS", id_, s.sregs);
     if (r) {
         // KVM_SET_XSAVE reads as many bytes as this VM's XSAVE area has
         // (KVM_CAP_XSAVE2), which may exceed the saved image: pad with zeros
@@ -218,10 +227,14 @@ Result<void> Vcpu::restore_state(const VcpuState& s) const {
             r = sys_error("KVM_SET_XSAVE on vCPU {}", id_);
         }
     }
-    if (r) r = set<kvm_xcrs>(fd, KVM_SET_XCRS, "KVM_SET_XCRS", id_, s.xcrs);
-    if (r) r = set<kvm_debugregs>(fd, KVM_SET_DEBUGREGS, "KVM_SET_DEBUGREGS", id_, s.debugregs);
-    if (r) r = set<kvm_lapic_state>(fd, KVM_SET_LAPIC, "KVM_SET_LAPIC", id_, s.lapic);
-    if (r) r = set_msrs(s.msrs);
+    if (r)
+        r = set<kvm_xcrs>(fd, KVM_SET_XCRS, "KVM_SET_XCRS", id_, s.xcrs);
+    if (r)
+        r = set<kvm_debugregs>(fd, KVM_SET_DEBUGREGS, "KVM_SET_DEBUGREGS", id_, s.debugregs);
+    if (r)
+        r = set<kvm_lapic_state>(fd, KVM_SET_LAPIC, "KVM_SET_LAPIC", id_, s.lapic);
+    if (r)
+        r = set_msrs(s.msrs);
     if (!r) {
         return r;
     }

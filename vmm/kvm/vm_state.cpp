@@ -65,9 +65,9 @@ Result<void> Vm::restore_state(const VmState& s, ClockRestore mode) const {
     auto master = from_image<kvm_irqchip>(s.pic_master, "KVM_SET_IRQCHIP (PIC master)");
     auto slave = from_image<kvm_irqchip>(s.pic_slave, "KVM_SET_IRQCHIP (PIC slave)");
     auto ioapic = from_image<kvm_irqchip>(s.ioapic, "KVM_SET_IRQCHIP (IOAPIC)");
-    for (const Error* e : {clock ? nullptr : &clock.error(), pit ? nullptr : &pit.error(),
-                           master ? nullptr : &master.error(), slave ? nullptr : &slave.error(),
-                           ioapic ? nullptr : &ioapic.error()}) {
+    for (const Error* e :
+         {clock ? nullptr : &clock.error(), pit ? nullptr : &pit.error(), master ? nullptr : &master.error(),
+          slave ? nullptr : &slave.error(), ioapic ? nullptr : &ioapic.error()}) {
         if (e != nullptr) {
             return *e;
         }
