@@ -97,6 +97,14 @@ TEST_CASE("compressed snapshots round-trip with several chunk sizes and thread c
     check_round_trip(MemoryMode::Compressed, 192 * 1024, 2);
 }
 
+// Regression: a write from guest memory (an incompressible chunk) once
+// released the compression buffer of a later chunk when it completed.
+TEST_CASE("compressed round trips stay stable across repeats (slot reuse)") {
+    for (int i = 0; i < 6; ++i) {
+        check_round_trip(MemoryMode::Compressed, 64 * 1024, 2);
+    }
+}
+
 TEST_CASE("raw snapshots round-trip through load_memory and read_chunk") {
     check_round_trip(MemoryMode::Raw, 256 * 1024, 0);
     check_round_trip(MemoryMode::Raw, 64 * 1024, 2);

@@ -339,10 +339,11 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
                     return w;
                 }
             }
-            if (auto w = io_.write(i, data, slot.stored, offset); !w) {
+            // Only a write from the slot's buffer holds the slot; one from guest memory does not.
+            written_later = slot.kind == ChunkKind::Zstd;
+            if (auto w = io_.write(written_later ? i : kOtherTag, data, slot.stored, offset); !w) {
                 return w;
             }
-            written_later = slot.kind == ChunkKind::Zstd;  // guest memory stays valid; the slot buffer does not
         }
         {
             std::lock_guard lock(mutex_);
