@@ -1,7 +1,8 @@
 // Shared by the virtio device unit tests: a TestBed (guest memory, event
 // loop, interrupt counter and an MmioTransport around the device) that
-// plays the driver's side of the virtio-mmio registers, and the
-// conformance checks every device must pass (§4.2.2, §3.1.1, §2.1.2).
+// plays the driver's side of the virtio-mmio registers, the conformance
+// checks every device must pass (§4.2.2, §3.1.1, §2.1.2), and the snapshot
+// checks (round trip with traffic, refusals).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -183,6 +184,17 @@ inline void check_conformance(const std::function<std::unique_ptr<VirtioDevice>(
         CHECK(bed.needs_reset());
         CHECK((bed.reg(mmio_reg::kInterruptStatus) & kInterruptConfigChange) != 0);
         CHECK(bed.irq.count > 0);
+    }
+    SUBCASE("an idle running device restores from its snapshot into a fresh one, state unchanged") {
+        TestBed bed(make());
+        bed.start();
+        REQUIRE(bed.transport->quiesce());
+        const auto bytes = bed.transport->save_state();
+        bed.replace(make());
+        auto r = bed.transport->restore_state(bytes);
+        REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().to_string()));
+        CHECK(bed.transport->save_state() == bytes);
+        CHECK_FALSE(bed.needs_reset());
     }
     SUBCASE("a descriptor loop means NEEDS_RESET; a reset recovers the device") {
         TestBed bed(make());
