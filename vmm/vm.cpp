@@ -102,7 +102,15 @@ VmExit Vm::run() {
     for (auto& vcpu : vcpus_) {
         threads_.emplace_back([this, &vcpu] { vcpu_loop(vcpu); });
     }
+    {
+        std::lock_guard lock(run_state_mutex_);
+        running_ = true;
+    }
     event_loop();
+    {
+        std::lock_guard lock(run_state_mutex_);
+        running_ = false;
+    }
     stop_vcpus();
     stop_device_thread();
     drain_console_at_exit();
@@ -115,16 +123,25 @@ VmExit Vm::run() {
 
 void Vm::stop_vcpus() {
     stopping_ = true;
-    for (std::size_t i = 0; i < threads_.size(); ++i) {
-        vcpus_[i].set_immediate_exit(true);
-        ::pthread_kill(threads_[i].native_handle(), kick_signal());
+    {
+        // Parked vCPUs wait on this; taking the lock orders the wake-up after their check.
+        std::lock_guard lock(run_state_mutex_);
     }
+    run_state_changed_.notify_all();
+    kick_vcpus();
     for (auto& t : threads_) {
         if (t.joinable()) {
             t.join();
         }
     }
     threads_.clear();
+}
+
+void Vm::kick_vcpus() {
+    for (std::size_t i = 0; i < threads_.size(); ++i) {
+        vcpus_[i].set_immediate_exit(true);
+        ::pthread_kill(threads_[i].native_handle(), kick_signal());
+    }
 }
 
 void Vm::start_device_thread() {
@@ -157,6 +174,12 @@ void Vm::vcpu_loop(kvm::Vcpu& vcpu) {
         if (!exit) {
             request_exit({ExitReason::VmmError, exit.error().to_string()});
             return;
+        }
+        // Parking only after an EINTR means any I/O exit before it has been
+        // completed by that KVM_RUN, so the saved state is consistent.
+        if (std::holds_alternative<kvm::Interrupted>(*exit) && pause_requested_) {
+            park_vcpu();
+            continue;
         }
         if (!handle_exit(vcpu, *exit)) {
             return;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,6 +59,16 @@ private:
     EventFd fd_;
 };
 
+// Everything a VM is apart from guest memory and host backends: what a
+// snapshot stores besides memory, and what VmBuilder::restore puts back.
+struct MachineState {
+    std::vector<kvm::VcpuState> vcpus;
+    kvm::VmState vm;  // PIC, IOAPIC, PIT, kvmclock
+    Serial::State serial;
+    I8042::State i8042;
+    std::vector<std::vector<std::uint8_t>> virtio;  // one MmioTransport state per slot
+};
+
 class Vm {
 public:
     using Clock = std::chrono::steady_clock;
@@ -71,6 +82,16 @@ public:
     void request_exit(VmExit exit);
     void request_stop() { request_exit({ExitReason::Stopped, "stopped by request"}); }
 
+    // Parks every vCPU (each completes its pending I/O exit first, api.rst
+    // 5 "kvm_run"), tells the guest through kvmclock, stops the device
+    // thread and quiesces the devices (in-flight I/O completes). Any thread;
+    // only while run() is running.
+    [[nodiscard]] Result<void> pause();
+    [[nodiscard]] Result<void> resume();
+    [[nodiscard]] bool paused() const;
+    // The machine state of a paused VM.
+    [[nodiscard]] Result<MachineState> save_state() const;
+
     [[nodiscard]] std::optional<std::chrono::microseconds> boot_time() const { return boot_timer_->boot_time(); }
     [[nodiscard]] const GuestMemory& memory() const { return memory_; }
     [[nodiscard]] unsigned vcpu_count() const { return static_cast<unsigned>(vcpus_.size()); }
@@ -79,9 +100,14 @@ private:
     friend class VmBuilder;
     Vm(kvm::System system, kvm::Vm vm, GuestMemory memory, EventFd exit_event, EventFd console_ready);
 
+    // Puts back a saved machine state into a VM that has not run yet (VmBuilder::restore).
+    [[nodiscard]] Result<void> restore_state(const MachineState& state);
     void vcpu_loop(kvm::Vcpu& vcpu);
+    void park_vcpu();
     [[nodiscard]] bool handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit);
     void event_loop();
+    // Sets immediate_exit on every vCPU and signals its thread out of KVM_RUN.
+    void kick_vcpus();
     void stop_vcpus();
     void start_device_thread();
     void stop_device_thread();
@@ -113,6 +139,14 @@ private:
     Clock::time_point start_;       // when the VMM started (the boot timer's zero)
 
     std::atomic<bool> stopping_{false};
+    // Pause: the requester sets pause_requested_ and kicks; each vCPU thread
+    // parks after its next KVM_RUN returns EINTR.
+    mutable std::mutex run_state_mutex_;
+    std::condition_variable run_state_changed_;
+    std::atomic<bool> pause_requested_{false};
+    unsigned parked_ = 0;
+    bool paused_ = false;
+    bool running_ = false;
     std::mutex exit_mutex_;
     std::optional<VmExit> exit_;
     std::vector<std::thread> threads_;

@@ -32,6 +32,17 @@ Result<MmapRegion> map_input_file(const std::string& path, std::size_t limit, st
     return data;
 }
 
+Result<kvm::System> open_kvm(const VmConfig& config) {
+    auto system = kvm::System::open(config.kvm_device);
+    if (!system) {
+        return system.error();
+    }
+    if (config.cpus > system->max_vcpus()) {
+        return make_error("{} vCPUs requested; this host's KVM allows {}", config.cpus, system->max_vcpus());
+    }
+    return system;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Vm>> VmBuilder::build() {
@@ -83,14 +94,70 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
                                 boot->pml4.value,    boot->gdt.value,       boot->gdt_limit,
                                 boot->idt.value,     boot->idt_limit};
 
-    auto system = kvm::System::open(config_.kvm_device);
+    auto system = open_kvm(config_);
     if (!system) {
         return system.error();
     }
-    if (config_.cpus > system->max_vcpus()) {
-        return make_error("{} vCPUs requested; this host's KVM allows {}", config_.cpus, system->max_vcpus());
+    auto vm = create_vm(std::move(*system), std::move(*memory));
+    if (!vm) {
+        return vm.error();
     }
-    auto kvm_vm = system->create_vm();
+    if (auto r = create_vcpus(**vm); !r) {
+        return r.error();
+    }
+    return vm;
+}
+
+Result<std::unique_ptr<Vm>> VmBuilder::restore(const MachineState& state, const RestoredMemory& restored) {
+    if (auto r = config_.validate(); !r) {
+        return r.error();
+    }
+    if (state.vcpus.size() != config_.cpus) {
+        return make_error("config_mismatch: the snapshot has {} vCPUs, the configuration {}", state.vcpus.size(),
+                          config_.cpus);
+    }
+    auto devices = open_virtio_devices(config_);
+    if (!devices) {
+        return devices.error();
+    }
+    virtio_devices_ = std::move(*devices);
+    auto system = open_kvm(config_);
+    if (!system) {
+        return system.error();
+    }
+    auto supported = system->supported_cpuid();
+    if (!supported) {
+        return supported.error();
+    }
+    for (const auto& vcpu : state.vcpus) {
+        if (auto r = kvm::check_cpuid_compatible(vcpu.cpuid, *supported); !r) {
+            return r.error();
+        }
+    }
+    auto memory = GuestMemory::create(boot::ram_regions(config_.memory_mib << 20), restored.map_region);
+    if (!memory) {
+        return memory.error();
+    }
+    if (restored.load) {
+        if (auto r = restored.load(*memory); !r) {
+            return r.error();
+        }
+    }
+    auto vm = create_vm(std::move(*system), std::move(*memory));
+    if (!vm) {
+        return vm.error();
+    }
+    if (auto r = restore_vcpus(**vm); !r) {
+        return r.error();
+    }
+    if (auto r = (*vm)->restore_state(state); !r) {
+        return r.error().context("restoring the machine state");
+    }
+    return vm;
+}
+
+Result<std::unique_ptr<Vm>> VmBuilder::create_vm(kvm::System system, GuestMemory memory) {
+    auto kvm_vm = system.create_vm();
     if (!kvm_vm) {
         return kvm_vm.error();
     }
@@ -99,11 +166,11 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     if (!exit_event || !console_ready) {
         return (!exit_event ? exit_event.error() : console_ready.error());
     }
-    std::unique_ptr<Vm> vm(new Vm(std::move(*system), std::move(*kvm_vm), std::move(*memory),
+    std::unique_ptr<Vm> vm(new Vm(std::move(system), std::move(*kvm_vm), std::move(memory),
                                   std::move(*exit_event), std::move(*console_ready)));
 
     for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
-                      &VmBuilder::add_legacy_devices, &VmBuilder::add_virtio_devices, &VmBuilder::create_vcpus}) {
+                      &VmBuilder::add_legacy_devices, &VmBuilder::add_virtio_devices}) {
         if (auto r = (this->*step)(*vm); !r) {
             return r.error();
         }
@@ -226,6 +293,19 @@ Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
         vm.virtio_devices_.push_back(std::move(transport));
     }
     virtio_devices_.clear();
+    return ok();
+}
+
+// The vCPUs of a restored VM: created bare; Vm::restore_state sets their
+// CPUID, registers and MSRs from the snapshot.
+Result<void> VmBuilder::restore_vcpus(Vm& vm) {
+    for (unsigned id = 0; id < config_.cpus; ++id) {
+        auto vcpu = vm.kvm_vm_.create_vcpu(id, vm.system_.vcpu_mmap_size());
+        if (!vcpu) {
+            return vcpu.error();
+        }
+        vm.vcpus_.push_back(std::move(*vcpu));
+    }
     return ok();
 }
 

@@ -2,6 +2,7 @@
 // is reported with the step it happened in, before any vCPU runs.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "vmm/vm.hpp"
@@ -16,7 +17,21 @@ public:
 
     [[nodiscard]] Result<std::unique_ptr<Vm>> build();
 
+    // Guest memory of a restored VM: each region's mapping (anonymous, or a
+    // snapshot file copy-on-write), then its contents.
+    struct RestoredMemory {
+        GuestMemory::MapRegion map_region;
+        std::function<Result<void>(const GuestMemory&)> load;  // may be empty
+    };
+    // The VM a snapshot was taken of, from that VM's config (the snapshot's
+    // own, with host-side overrides): no kernel is loaded; memory comes
+    // from `memory` and every vCPU, chip and device from `state`. Refuses
+    // a CPU this host cannot provide (cpu_mismatch) before touching memory.
+    [[nodiscard]] Result<std::unique_ptr<Vm>> restore(const MachineState& state, const RestoredMemory& memory);
+
 private:
+    Result<std::unique_ptr<Vm>> create_vm(kvm::System system, GuestMemory memory);
+    Result<void> restore_vcpus(Vm& vm);
     Result<void> create_memory(Vm& vm);
     Result<void> create_irqchip(Vm& vm);
     Result<void> add_legacy_devices(Vm& vm);

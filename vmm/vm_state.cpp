@@ -1,0 +1,136 @@
+// Pause, resume, and the machine state of a VM (the vCPU state machine of
+// docs/code-map.md: Running -> Paused -> Running, or Exiting from either).
+#include "base/log.hpp"
+#include "vmm/vm.hpp"
+
+namespace sbx {
+
+namespace {
+
+// How long pause() waits for every vCPU to park. A vCPU returns from
+// KVM_RUN at once on a kick; only a wedged host would take this long.
+constexpr auto kParkTimeout = std::chrono::seconds(10);
+
+}  // namespace
+
+void Vm::park_vcpu() {
+    std::unique_lock lock(run_state_mutex_);
+    ++parked_;
+    run_state_changed_.notify_all();
+    run_state_changed_.wait(lock, [this] { return !pause_requested_ || stopping_; });
+    --parked_;
+}
+
+bool Vm::paused() const {
+    std::lock_guard lock(run_state_mutex_);
+    return paused_;
+}
+
+Result<void> Vm::pause() {
+    std::unique_lock lock(run_state_mutex_);
+    if (paused_) {
+        return ok();
+    }
+    if (!running_ || stopping_) {
+        return make_error("vm_not_running: the VM is not running");
+    }
+    pause_requested_ = true;
+    kick_vcpus();
+    bool all_parked = run_state_changed_.wait_for(
+        lock, kParkTimeout, [this] { return parked_ == threads_.size() || stopping_; });
+    if (stopping_ || !all_parked) {
+        pause_requested_ = false;
+        run_state_changed_.notify_all();
+        return make_error(stopping_ ? "vm_not_running: the VM exited while pausing"
+                                    : "pause_timeout: a vCPU did not stop within 10 s");
+    }
+    for (const auto& vcpu : vcpus_) {
+        if (auto r = vcpu.notify_paused(); !r) {
+            log::warn("vCPU {}: {}", vcpu.id(), r.error().to_string());
+        }
+    }
+    stop_device_thread();
+    paused_ = true;
+    for (const auto& transport : virtio_devices_) {
+        if (auto r = transport->quiesce(); !r) {
+            return r.error().context(transport->device().name());
+        }
+    }
+    return ok();
+}
+
+Result<void> Vm::resume() {
+    std::lock_guard lock(run_state_mutex_);
+    if (!paused_) {
+        return ok();
+    }
+    if (stopping_) {
+        return make_error("vm_not_running: the VM is exiting");
+    }
+    start_device_thread();
+    paused_ = false;
+    pause_requested_ = false;
+    run_state_changed_.notify_all();
+    return ok();
+}
+
+Result<MachineState> Vm::save_state() const {
+    std::lock_guard lock(run_state_mutex_);
+    if (!paused_) {
+        return make_error("vm_not_paused: pause the VM before saving its state");
+    }
+    MachineState state;
+    for (const auto& vcpu : vcpus_) {
+        auto saved = vcpu.save_state();
+        if (!saved) {
+            return saved.error().context(fmt::format("vCPU {}", vcpu.id()));
+        }
+        state.vcpus.push_back(std::move(*saved));
+    }
+    auto vm_state = kvm_vm_.save_state();
+    if (!vm_state) {
+        return vm_state.error();
+    }
+    state.vm = std::move(*vm_state);
+    state.serial = serial_->save();
+    state.i8042 = i8042_->save();
+    for (const auto& transport : virtio_devices_) {
+        state.virtio.push_back(transport->save_state());
+    }
+    return state;
+}
+
+Result<void> Vm::restore_state(const MachineState& state) {
+    if (state.vcpus.size() != vcpus_.size()) {
+        return make_error("config_mismatch: the snapshot has {} vCPUs, this VM {}", state.vcpus.size(),
+                          vcpus_.size());
+    }
+    if (state.virtio.size() != virtio_devices_.size()) {
+        return make_error("config_mismatch: the snapshot has {} virtio devices, this VM {}", state.virtio.size(),
+                          virtio_devices_.size());
+    }
+    // VM-wide chips first (the IOAPIC routes what the LAPICs then receive),
+    // then each vCPU, then the devices that may raise interrupts.
+    if (auto r = kvm_vm_.restore_state(state.vm); !r) {
+        return r.error();
+    }
+    for (std::size_t i = 0; i < vcpus_.size(); ++i) {
+        if (auto r = vcpus_[i].restore_state(state.vcpus[i]); !r) {
+            return r.error().context(fmt::format("vCPU {}", i));
+        }
+    }
+    if (auto r = serial_->restore(state.serial); !r) {
+        return r.error().context("serial");
+    }
+    if (auto r = i8042_->restore(state.i8042); !r) {
+        return r.error().context("i8042");
+    }
+    for (std::size_t i = 0; i < virtio_devices_.size(); ++i) {
+        if (auto r = virtio_devices_[i]->restore_state(state.virtio[i]); !r) {
+            return r.error().context(virtio_devices_[i]->device().name());
+        }
+    }
+    return ok();
+}
+
+}  // namespace sbx
