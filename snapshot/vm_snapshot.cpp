@@ -1,0 +1,176 @@
+#include "snapshot/vm_snapshot.hpp"
+
+#include <chrono>
+
+#include "snapshot/machine_codec.hpp"
+#include "vmm/boot/layout.hpp"
+
+namespace sbx::snapshot {
+
+namespace {
+
+std::uint64_t unix_ms_now() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+// A restore may change where the host side of a device lives, never what
+// the guest sees of its machine.
+Result<void> check_same_machine(const VmConfig& saved, const VmConfig& adjusted) {
+    if (adjusted.cpus != saved.cpus) {
+        return make_error("config_mismatch: the snapshot has {} vCPUs, not {}", saved.cpus, adjusted.cpus);
+    }
+    if (adjusted.memory_mib != saved.memory_mib) {
+        return make_error("config_mismatch: the snapshot has {} MiB of memory, not {}", saved.memory_mib,
+                          adjusted.memory_mib);
+    }
+    if (adjusted.disks.size() != saved.disks.size() || adjusted.net.has_value() != saved.net.has_value() ||
+        adjusted.vsock.has_value() != saved.vsock.has_value() || adjusted.rng != saved.rng) {
+        return make_error("config_mismatch: the devices differ from the snapshot's");
+    }
+    for (std::size_t i = 0; i < saved.disks.size(); ++i) {
+        if (adjusted.disks[i].read_only != saved.disks[i].read_only) {
+            return make_error("config_mismatch: disk {} changed between read-only and writable", i);
+        }
+    }
+    return ok();
+}
+
+Result<void> check_memory_layout(const SnapshotReader& reader, const VmConfig& config) {
+    auto expected = boot::ram_regions(config.memory_mib << 20);
+    auto stored = reader.memory_regions();
+    bool same = expected.size() == stored.size();
+    for (std::size_t i = 0; same && i < stored.size(); ++i) {
+        same = stored[i].start == expected[i].start.value && stored[i].length == expected[i].size;
+    }
+    if (!same) {
+        return make_error("config_mismatch: the snapshot's memory layout is not that of {} MiB", config.memory_mib);
+    }
+    return ok();
+}
+
+VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned threads, double& seconds) {
+    return {
+        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); },
+        [&reader, threads, &seconds](const GuestMemory& memory) -> Result<void> {
+            std::vector<MemoryRegionView> dest;
+            for (const auto& region : memory.regions()) {
+                dest.push_back({region.start.value, region.mapping.bytes()});
+            }
+            auto loaded = reader.load_memory(dest, threads, true);
+            if (!loaded) {
+                return loaded.error();
+            }
+            seconds = loaded->seconds;
+            return ok();
+        },
+    };
+}
+
+VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader) {
+    return {
+        [&reader](const MemoryRegionSpec& spec, std::size_t index) -> Result<MmapRegion> {
+            auto offset = reader.raw_region_offset(index);
+            if (!offset) {
+                return offset.error();
+            }
+            return MmapRegion::private_copy(reader.fd(), spec.size, static_cast<off_t>(*offset));
+        },
+        {},
+    };
+}
+
+VmBuilder::RestoredMemory lazy_memory(const SnapshotReader& reader, std::unique_ptr<LazyMemory>& lazy) {
+    return {
+        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); },
+        [&reader, &lazy](const GuestMemory& memory) -> Result<void> {
+            auto started = LazyMemory::start(reader, memory);
+            if (!started) {
+                return started.error();
+            }
+            lazy = std::move(*started);
+            return ok();
+        },
+    };
+}
+
+}  // namespace
+
+Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::string& path,
+                           const SaveOptions& options) {
+    auto machine = vm.save_state();
+    if (!machine) {
+        return machine.error();
+    }
+    SnapshotContents contents;
+    auto cpu = kvm::summarize_cpuid(machine->vcpus.at(0).cpuid);
+    contents.info.cpu = CpuFingerprint{cpu.vendor, cpu.family, cpu.model, cpu.stepping, cpu.feature_hash};
+    contents.info.mode = options.mode;
+    contents.info.created_unix_ms = unix_ms_now();
+    contents.sections.push_back({kConfigSection, encode_config(config)});
+    contents.sections.push_back({kMachineSection, encode_machine(*machine)});
+    for (const auto& region : vm.memory().regions()) {
+        contents.memory.push_back({region.start.value, region.mapping.bytes()});
+    }
+    return write_snapshot(path, contents, WriteOptions{options.zstd_level, options.threads});
+}
+
+Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& options) {
+    const auto start = Vm::Clock::now();
+    auto opened = SnapshotReader::open(path);
+    if (!opened) {
+        return opened.error();
+    }
+    RestoredVm restored;
+    restored.reader = std::make_unique<SnapshotReader>(std::move(*opened));
+    const SnapshotReader* reader = restored.reader.get();
+    auto config_bytes = reader->section(kConfigSection);
+    auto machine_bytes = reader->section(kMachineSection);
+    if (!config_bytes || !machine_bytes) {
+        return (!config_bytes ? config_bytes.error() : machine_bytes.error());
+    }
+    auto saved = decode_config(*config_bytes);
+    if (!saved) {
+        return saved.error();
+    }
+    auto machine = decode_machine(*machine_bytes);
+    if (!machine) {
+        return machine.error();
+    }
+    VmConfig config = *saved;
+    if (options.adjust) {
+        if (auto r = options.adjust(config); !r) {
+            return r.error();
+        }
+    }
+    if (auto r = check_same_machine(*saved, config); !r) {
+        return r.error();
+    }
+    if (auto r = check_memory_layout(*reader, config); !r) {
+        return r.error();
+    }
+    if (options.mode == RestoreMode::Private && reader->info().mode != MemoryMode::Raw) {
+        return make_error("wrong_mode: a copy-on-write restore needs a snapshot written in raw mode");
+    }
+    VmBuilder::RestoredMemory memory;
+    switch (options.mode) {
+        case RestoreMode::Eager: memory = eager_memory(*reader, options.threads, restored.memory_seconds); break;
+        case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy); break;
+        case RestoreMode::Private: memory = private_memory(*reader); break;
+    }
+    auto vm = VmBuilder(config, start).restore(*machine, memory);
+    if (!vm) {
+        return vm.error();
+    }
+    restored.vm = std::move(*vm);
+    if (restored.lazy) {
+        restored.lazy->on_error([machine_vm = restored.vm.get()](const Error& error) {
+            machine_vm->request_exit({ExitReason::VmmError, error.to_string()});
+        });
+    }
+    restored.config = std::move(config);
+    return restored;
+}
+
+}  // namespace sbx::snapshot

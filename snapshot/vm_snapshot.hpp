@@ -1,0 +1,54 @@
+// Snapshots of whole VMs: save a paused Vm (configuration, machine state,
+// guest memory) to one file, and restore a new Vm from it. The file format
+// is snapshot/format (docs/snapshot-format.md).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "snapshot/format/reader.hpp"
+#include "snapshot/format/writer.hpp"
+#include "snapshot/lazy_memory.hpp"
+#include "vmm/vm_builder.hpp"
+
+namespace sbx::snapshot {
+
+struct SaveOptions {
+    MemoryMode mode = MemoryMode::Compressed;
+    int zstd_level = 1;
+    unsigned threads = 0;  // compression threads; 0: one per host CPU
+};
+
+// Writes a snapshot of `vm`, which must be paused, built from `config`.
+[[nodiscard]] Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::string& path,
+                                         const SaveOptions& options = {});
+
+enum class RestoreMode {
+    Eager,    // read and decompress all memory before the first instruction
+    Lazy,     // start at once; userfaultfd installs chunks on fault, the rest loads behind
+    Private,  // map a raw-mode file copy-on-write: pages load on first touch
+};
+
+struct RestoreOptions {
+    RestoreMode mode = RestoreMode::Eager;
+    unsigned threads = 0;  // decompression threads; 0: one per host CPU
+    // Host-side changes to the saved configuration before the VM is built:
+    // a console, a vsock socket or CID, a tap. A change to the machine
+    // (vCPUs, memory, device list) is refused as config_mismatch.
+    std::function<Result<void>(VmConfig&)> adjust;
+};
+
+// A restored VM with what its memory still reads from: destroy (or
+// reset) it only after vm->run() has returned.
+struct RestoredVm {
+    std::unique_ptr<SnapshotReader> reader;
+    std::unique_ptr<Vm> vm;
+    std::unique_ptr<LazyMemory> lazy;  // Lazy mode: serves faults while the VM runs
+    VmConfig config;  // as restored, after `adjust`
+    double memory_seconds = 0;  // Eager: loading all guest memory
+};
+
+[[nodiscard]] Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& options = {});
+
+}  // namespace sbx::snapshot
