@@ -56,7 +56,7 @@ agent_image() {
 # image and log directory; sets $status and $log (the combined output).
 agent_run() {
   run_nested "$work/out" --timeout 1700 -- /usr/bin/python3 "$src/tests/guest/agent_run.py" \
-    --kernel "$kernel" --image "$image" --sbx-vmm "$build/vmm/sbx-vmm" --logdir "$work" "$@"
+    --kernel "$kernel" --image "$image" --sbx-vmm "$build/vmm/process/sbx-vmm" --logdir "$work" "$@"
 }
 
 # expect_in VMM NEEDLE WHAT : the guest log of VMM contains NEEDLE.

@@ -22,7 +22,7 @@ ctl=$build/host-tools/sbx-agentctl
 [ -x "$ctl" ] || fail "no $ctl (build it first)"
 agent_image "$kind"
 run_nested "$work/out" --timeout 1700 -- /bin/bash "$src/tests/guest/agent_session.sh" \
-  "$kind" "$kernel" "$image" "$build/vmm/sbx-vmm" "$ctl" "$work"
+  "$kind" "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^AGENT-|^copied' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2

@@ -13,7 +13,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 run_nested "$out" --timeout 600 -- \
-  "$build/vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
+  "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
 if [ "$status" -eq 2 ] && [ "$cpus" -gt 1 ]; then
   # KNOWN BUG (open, see the closing note of the First-light issue): under
   # the nested harness an SMP guest sometimes triple-faults on an AP (about
@@ -22,7 +22,7 @@ if [ "$status" -eq 2 ] && [ "$cpus" -gt 1 ]; then
   printf '%s\n' "$log" | grep -E 'exit:' >&2 || true
   echo "FLAKE: SMP guest triple fault (known bug); retrying once" >&2
   run_nested "$out" --timeout 600 -- \
-    "$build/vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
+    "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
 fi
 expect_status 0 "sbx-vmm exited 0 after the guest rebooted"
 expect_contains "$log" "SBX-BOOTED" "guest reached userspace"

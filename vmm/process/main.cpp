@@ -1,17 +1,132 @@
-// sbx-vmm: one microVM per process, a thin main over libsbxvmm.
+// sbx-vmm: one microVM per process, a thin main over libsbxvmm and
+// snapshot/: boot from a kernel, or restore from a snapshot; optionally
+// serve the control socket (docs/vmm-control.md).
 #include <CLI/CLI.hpp>
 
 #include <csignal>
 #include <cstdio>
 
 #include "base/log.hpp"
-#include "base/unique_fd.hpp"
+#include "snapshot/vm_snapshot.hpp"
+#include "vmm/process/control_api.hpp"
+#include "vmm/process/control_server.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace {
 
 constexpr int kExitConfigError = 1;
 constexpr std::size_t kMaxConfigBytes = 1 << 20;
+
+// The command line, before it becomes a VmConfig.
+struct Flags {
+    std::string config_path, kernel, initrd, cmdline, console, kvm_device, net, vsock;
+    std::vector<std::string> disks;
+    unsigned cpus = 0;
+    std::uint64_t memory = 0;
+    bool cpus_set = false, memory_set = false, rng = false;
+};
+
+template <typename T, typename Parse>
+sbx::Result<void> parse_into(const std::string& flag, const std::string& spec, Parse parse, T& out) {
+    auto parsed = parse(spec);
+    if (!parsed) {
+        return parsed.error().context(flag);
+    }
+    out = *parsed;
+    return sbx::ok();
+}
+
+// Overlays the flags on `config`. On a restore, --disk replaces the saved
+// disks (the same count, e.g. a copy of each) instead of adding to them.
+sbx::Result<void> apply_flags(const Flags& f, sbx::VmConfig& config, bool restoring) {
+    if (!f.config_path.empty()) {
+        auto text = sbx::read_file(f.config_path, kMaxConfigBytes);
+        if (!text) {
+            return text.error();
+        }
+        if (auto r = config.merge_toml(*text, f.config_path); !r) {
+            return r.error();
+        }
+    }
+    if (!f.kernel.empty()) config.kernel = f.kernel;
+    if (!f.initrd.empty()) config.initrd = f.initrd;
+    if (!f.cmdline.empty()) config.cmdline = f.cmdline;
+    if (f.cpus_set) config.cpus = f.cpus;
+    if (f.memory_set) config.memory_mib = f.memory;
+    if (!f.kvm_device.empty()) config.kvm_device = f.kvm_device;
+    if (!f.console.empty()) {
+        if (auto r = parse_into("--console", f.console, sbx::ConsoleConfig::parse, config.console); !r) {
+            return r;
+        }
+    }
+    if (restoring && !f.disks.empty()) {
+        config.disks.clear();
+    }
+    for (const auto& spec : f.disks) {
+        sbx::DiskConfig disk;
+        if (auto r = parse_into("--disk", spec, sbx::DiskConfig::parse, disk); !r) {
+            return r;
+        }
+        config.disks.push_back(disk);
+    }
+    if (!f.net.empty()) {
+        sbx::NetConfig net;
+        if (auto r = parse_into("--net", f.net, sbx::NetConfig::parse, net); !r) {
+            return r;
+        }
+        config.net = net;
+    }
+    if (!f.vsock.empty()) {
+        sbx::VsockConfig vsock;
+        if (auto r = parse_into("--vsock", f.vsock, sbx::VsockConfig::parse, vsock); !r) {
+            return r;
+        }
+        config.vsock = vsock;
+    }
+    if (f.rng) {
+        config.rng = true;
+    }
+    return sbx::ok();
+}
+
+struct Restore {
+    std::string path;
+    std::string mode = "eager";
+};
+
+sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Restore& restore) {
+    if (!flags.kernel.empty() || !flags.initrd.empty() || !flags.cmdline.empty()) {
+        return sbx::make_error("--kernel, --initrd and --cmdline do not apply to --restore (the guest is already running)");
+    }
+    sbx::snapshot::RestoreOptions options;
+    if (restore.mode == "lazy") {
+        options.mode = sbx::snapshot::RestoreMode::Lazy;
+    } else if (restore.mode == "private") {
+        options.mode = sbx::snapshot::RestoreMode::Private;
+    } else if (restore.mode != "eager") {
+        return sbx::make_error("--restore-mode is eager, lazy or private, not {}", restore.mode);
+    }
+    options.adjust = [&flags](sbx::VmConfig& c) { return apply_flags(flags, c, true); };
+    auto restored = sbx::snapshot::restore_vm(restore.path, options);
+    if (!restored) {
+        return restored.error();
+    }
+    sbx::log::info("restored {} ({} mode{})", restore.path, restore.mode,
+                   restore.mode == "eager"
+                       ? fmt::format(", {} MiB of memory loaded in {:.1f} ms", restored->config.memory_mib,
+                                     restored->memory_seconds * 1000)
+                       : std::string());
+    return restored;
+}
+
+// How a lazily restored VM's memory loaded, for the log.
+void log_lazy_stats(const sbx::snapshot::LazyMemory& lazy) {
+    auto stats = lazy.stats();
+    sbx::log::info("lazy restore: {} faults, {} of {} chunks installed by a fault first, fully loaded {}",
+                   stats.faults, stats.chunks_by_fault, stats.chunks_total,
+                   stats.fully_loaded ? fmt::format("after {:.1f} ms", static_cast<double>(stats.fully_loaded->count()) / 1000)
+                                      : std::string("never"));
+}
 
 }  // namespace
 
@@ -20,105 +135,90 @@ int main(int argc, char** argv) {
     // A console reader that goes away must not kill the VMM (the library
     // uses send(MSG_NOSIGNAL) for sockets; pipes need this).
     std::signal(SIGPIPE, SIG_IGN);
-    CLI::App app{"sbx-vmm: boot a Linux microVM on KVM.\n"
-                 "Exit status: 0 when the guest reboots (reboot=k) or powers off, 1 when the VM\n"
-                 "cannot be created (bad configuration or input, no usable KVM), 2 on a guest\n"
-                 "triple fault, 3 on a KVM error, 4 on a VMM error."};
+    CLI::App app{"sbx-vmm: boot a Linux microVM on KVM, or restore one from a snapshot.\n"
+                 "Exit status: 0 when the guest reboots (reboot=k) or powers off or the VM is stopped\n"
+                 "through the control socket, 1 when the VM cannot be created (bad configuration or\n"
+                 "input, no usable KVM, a snapshot that cannot be restored), 2 on a guest triple\n"
+                 "fault, 3 on a KVM error, 4 on a VMM error."};
     app.set_version_flag("--version", "sbx-vmm 0.1.0");
 
-    std::string config_path;
-    std::string kernel, initrd, cmdline, console;
-    unsigned cpus = 0;
-    std::uint64_t memory = 0;
-    app.add_option("--config", config_path, "TOML file ([machine] cpus, memory_mib; [boot] kernel, "
-                                            "initrd, cmdline; [console] output; [[disk]] path, read_only; [net] "
-                                            "tap, mac; [vsock] cid, uds; [rng] enabled); flags override it, "
-                                            "--disk adds to its disks")
+    Flags f;
+    app.add_option("--config", f.config_path, "TOML file ([machine] cpus, memory_mib; [boot] kernel, "
+                                              "initrd, cmdline; [console] output; [[disk]] path, read_only; [net] "
+                                              "tap, mac; [vsock] cid, uds; [rng] enabled); flags override it, "
+                                              "--disk adds to its disks")
         ->check(CLI::ExistingFile);
-    app.add_option("--kernel", kernel, "bzImage or ELF vmlinux");
-    app.add_option("--initrd", initrd, "initial ramdisk (cpio archive, optionally compressed)");
-    app.add_option("--cmdline", cmdline, fmt::format("kernel command line (default: \"{}\")",
-                                                     sbx::VmConfig::kDefaultCmdline));
-    app.add_option("--cpus", cpus, "number of vCPUs (default 1)");
-    app.add_option("--memory", memory, fmt::format("guest memory in MiB (default {})",
-                                                   sbx::VmConfig::kDefaultMemoryMib));
-    app.add_option("--console", console, "serial console: stdout (default), none, file:PATH, socket:PATH");
-    std::string kvm_device;
-    app.add_option("--kvm-device", kvm_device, "KVM device node (default /dev/kvm)");
-    std::vector<std::string> disks;
-    std::string net, vsock;
-    bool rng = false;
-    app.add_option("--disk", disks, "virtio-blk disk from a raw image: PATH[,ro]; repeatable, the first is "
-                                    "/dev/vda, the next /dev/vdb, ...");
-    app.add_option("--net", net, "virtio-net on a tap device: tap=NAME[,mac=MAC] (the tap is created when "
-                                 "sbx-vmm may, else it must exist and be usable by this user)");
-    app.add_option("--vsock", vsock, "virtio-vsock: cid=N,uds=PATH; the host connects to PATH and sends "
-                                     "\"CONNECT <port>\\n\"; guest connections to host port P go to PATH_P");
-    app.add_flag("--rng", rng, "virtio-rng, fed from the host's getrandom()");
+    app.add_option("--kernel", f.kernel, "bzImage or ELF vmlinux");
+    app.add_option("--initrd", f.initrd, "initial ramdisk (cpio archive, optionally compressed)");
+    app.add_option("--cmdline", f.cmdline, fmt::format("kernel command line (default: \"{}\")",
+                                                       sbx::VmConfig::kDefaultCmdline));
+    app.add_option("--cpus", f.cpus, "number of vCPUs (default 1)");
+    app.add_option("--memory", f.memory, fmt::format("guest memory in MiB (default {})",
+                                                     sbx::VmConfig::kDefaultMemoryMib));
+    app.add_option("--console", f.console, "serial console: stdout (default), none, file:PATH, socket:PATH");
+    app.add_option("--kvm-device", f.kvm_device, "KVM device node (default /dev/kvm)");
+    app.add_option("--disk", f.disks, "virtio-blk disk from a raw image: PATH[,ro]; repeatable, the first is "
+                                      "/dev/vda, the next /dev/vdb, ...");
+    app.add_option("--net", f.net, "virtio-net on a tap device: tap=NAME[,mac=MAC] (the tap is created when "
+                                   "sbx-vmm may, else it must exist and be usable by this user)");
+    app.add_option("--vsock", f.vsock, "virtio-vsock: cid=N,uds=PATH; the host connects to PATH and sends "
+                                       "\"CONNECT <port>\\n\"; guest connections to host port P go to PATH_P");
+    app.add_flag("--rng", f.rng, "virtio-rng, fed from the host's getrandom()");
+    std::string control;
+    app.add_option("--control", control, "serve the control socket (JSON lines: status, pause, resume, "
+                                         "snapshot, stop) at this Unix socket path");
+    Restore restore;
+    app.add_option("--restore", restore.path, "restore the VM saved in this snapshot instead of booting; "
+                                              "--vsock, --net, --console and --disk (all disks, same count) "
+                                              "may move its host side")
+        ->check(CLI::ExistingFile);
+    app.add_option("--restore-mode", restore.mode, "eager (read all memory first), lazy (start at once; "
+                                                   "memory loads on fault and behind) or private (map a raw "
+                                                   "snapshot copy-on-write; pages load on first touch)");
     CLI11_PARSE(app, argc, argv);
+    f.cpus_set = app.count("--cpus") > 0;
+    f.memory_set = app.count("--memory") > 0;
 
     sbx::VmConfig config;
-    if (!config_path.empty()) {
-        auto text = sbx::read_file(config_path, kMaxConfigBytes);
-        if (!text) {
-            sbx::log::error("{}", text.error().to_string());
-            return kExitConfigError;
-        }
-        if (auto r = config.merge_toml(*text, config_path); !r) {
+    sbx::snapshot::RestoredVm restored;  // holds what a restored VM's memory reads from
+    std::unique_ptr<sbx::Vm> booted;
+    sbx::Vm* vm = nullptr;
+    if (!restore.path.empty()) {
+        auto r = restore_vm(f, restore);
+        if (!r) {
             sbx::log::error("{}", r.error().to_string());
             return kExitConfigError;
         }
-    }
-    if (!kernel.empty()) config.kernel = kernel;
-    if (!initrd.empty()) config.initrd = initrd;
-    if (!cmdline.empty()) config.cmdline = cmdline;
-    if (app.count("--cpus") > 0) config.cpus = cpus;
-    if (app.count("--memory") > 0) config.memory_mib = memory;
-    if (!kvm_device.empty()) config.kvm_device = kvm_device;
-    if (!console.empty()) {
-        auto c = sbx::ConsoleConfig::parse(console);
-        if (!c) {
-            sbx::log::error("{}", c.error().to_string());
+        restored = std::move(*r);
+        config = restored.config;
+        vm = restored.vm.get();
+    } else {
+        auto applied = apply_flags(f, config, false);
+        auto built = applied ? sbx::VmBuilder(config, start).build() : applied.error();
+        if (!built) {
+            sbx::log::error("{}", built.error().to_string());
             return kExitConfigError;
         }
-        config.console = *c;
+        booted = std::move(*built);
+        vm = booted.get();
     }
-
-    for (const auto& spec : disks) {
-        auto d = sbx::DiskConfig::parse(spec);
-        if (!d) {
-            sbx::log::error("--disk: {}", d.error().to_string());
+    std::unique_ptr<sbx::ControlServer> server;
+    if (!control.empty()) {
+        auto started = sbx::ControlServer::start(control, [vm, &config](const nlohmann::json& request) {
+            return sbx::handle_control_request(*vm, config, request);
+        });
+        if (!started) {
+            sbx::log::error("{}", started.error().to_string());
             return kExitConfigError;
         }
-        config.disks.push_back(*d);
+        server = std::move(*started);
     }
-    if (!net.empty()) {
-        auto n = sbx::NetConfig::parse(net);
-        if (!n) {
-            sbx::log::error("--net: {}", n.error().to_string());
-            return kExitConfigError;
-        }
-        config.net = *n;
+    sbx::VmExit exit = vm->run();
+    server.reset();  // no request may reach a VM that has stopped
+    if (restored.lazy) {
+        log_lazy_stats(*restored.lazy);
     }
-    if (!vsock.empty()) {
-        auto v = sbx::VsockConfig::parse(vsock);
-        if (!v) {
-            sbx::log::error("--vsock: {}", v.error().to_string());
-            return kExitConfigError;
-        }
-        config.vsock = *v;
-    }
-    if (rng) {
-        config.rng = true;
-    }
-
-    auto vm = sbx::VmBuilder(config, start).build();
-    if (!vm) {
-        sbx::log::error("{}", vm.error().to_string());
-        return kExitConfigError;
-    }
-    sbx::VmExit exit = (*vm)->run();
-    auto boot = (*vm)->boot_time();
+    auto boot = vm->boot_time();
     std::string boot_text = boot ? fmt::format("{:.3f} ms", static_cast<double>(boot->count()) / 1000.0)
                                  : std::string("not reported");
     int code = sbx::exit_code(exit.reason);

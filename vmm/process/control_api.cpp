@@ -1,0 +1,96 @@
+#include "vmm/process/control_api.hpp"
+
+#include <chrono>
+
+#include "base/log.hpp"
+#include "snapshot/vm_snapshot.hpp"
+#include "vmm/process/control_server.hpp"
+
+namespace sbx {
+
+namespace {
+
+using nlohmann::json;
+
+json state_reply(const Vm& vm, const VmConfig& config) {
+    return {{"ok", true},
+            {"state", vm.paused() ? "paused" : "running"},
+            {"vcpus", vm.vcpu_count()},
+            {"memory_mib", config.memory_mib}};
+}
+
+Result<snapshot::SaveOptions> save_options(const json& request) {
+    snapshot::SaveOptions options;
+    std::string mode = request.value("mode", std::string("compressed"));
+    if (mode == "raw") {
+        options.mode = snapshot::MemoryMode::Raw;
+    } else if (mode != "compressed") {
+        return make_error("bad_request: mode is \"compressed\" or \"raw\", not \"{}\"", mode);
+    }
+    options.zstd_level = request.value("level", 1);
+    if (options.zstd_level < 1 || options.zstd_level > 19) {
+        return make_error("bad_request: level is 1..19");
+    }
+    options.threads = request.value("threads", 0U);
+    return options;
+}
+
+// Pauses if needed (the snapshot is of a stopped machine), writes the file
+// and leaves the VM paused unless the request says "resume": true.
+json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
+    if (!request.contains("path") || !request["path"].is_string()) {
+        return ControlServer::error_reply(make_error("bad_request: snapshot needs a \"path\""));
+    }
+    auto options = save_options(request);
+    if (!options) {
+        return ControlServer::error_reply(options.error());
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (auto r = vm.pause(); !r) {
+        return ControlServer::error_reply(r.error());
+    }
+    const auto paused = std::chrono::steady_clock::now();
+    auto stats = snapshot::save_vm(vm, config, request["path"].get<std::string>(), *options);
+    if (!stats) {
+        return ControlServer::error_reply(stats.error());
+    }
+    if (request.value("resume", false)) {
+        if (auto r = vm.resume(); !r) {
+            return ControlServer::error_reply(r.error());
+        }
+    }
+    auto pause_ms = std::chrono::duration<double, std::milli>(paused - start).count();
+    log::info("snapshot {}: {} MiB of memory ({} MiB zero) in {} MiB, {:.1f} ms to pause, {:.1f} ms to write",
+              request["path"].get<std::string>(), stats->memory_bytes >> 20, stats->zero_bytes >> 20,
+              stats->file_bytes >> 20, pause_ms, stats->seconds * 1000);
+    auto reply = state_reply(vm, config);
+    reply["memory_bytes"] = stats->memory_bytes;
+    reply["zero_bytes"] = stats->zero_bytes;
+    reply["file_bytes"] = stats->file_bytes;
+    reply["pause_ms"] = pause_ms;
+    reply["write_ms"] = stats->seconds * 1000;
+    return reply;
+}
+
+}  // namespace
+
+json handle_control_request(Vm& vm, const VmConfig& config, const json& request) {
+    const std::string op = request.value("op", std::string());
+    if (op == "status") {
+        return state_reply(vm, config);
+    }
+    if (op == "pause" || op == "resume") {
+        auto r = op == "pause" ? vm.pause() : vm.resume();
+        return r ? state_reply(vm, config) : ControlServer::error_reply(r.error());
+    }
+    if (op == "snapshot") {
+        return take_snapshot(vm, config, request);
+    }
+    if (op == "stop") {
+        vm.request_stop();
+        return {{"ok", true}, {"state", "stopping"}};
+    }
+    return ControlServer::error_reply(make_error("bad_request: unknown op \"{}\" (status, pause, resume, snapshot, stop)", op));
+}
+
+}  // namespace sbx

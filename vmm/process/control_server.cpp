@@ -1,0 +1,145 @@
+#include "vmm/process/control_server.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include "base/log.hpp"
+#include "base/unix_socket.hpp"
+
+namespace sbx {
+
+namespace {
+
+constexpr std::size_t kMaxRequest = 64 * 1024;
+
+bool write_all(int fd, std::string_view text) {
+    while (!text.empty()) {
+        ssize_t n = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return false;
+        }
+        text.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& path, Handler handler) {
+    auto listener = listen_unix(path);
+    if (!listener) {
+        return listener.error().context("control socket");
+    }
+    auto stop = EventFd::create();
+    if (!stop) {
+        return stop.error();
+    }
+    std::unique_ptr<ControlServer> server(
+        new ControlServer(path, std::move(*listener), std::move(*stop), std::move(handler)));
+    server->thread_ = std::thread([s = server.get()] { s->serve(); });
+    return server;
+}
+
+ControlServer::ControlServer(std::string path, UniqueFd listener, EventFd stop, Handler handler)
+    : path_(std::move(path)), listener_(std::move(listener)), stop_(std::move(stop)), handler_(std::move(handler)) {}
+
+ControlServer::~ControlServer() {
+    [[maybe_unused]] auto r = stop_.signal();
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+    ::unlink(path_.c_str());
+}
+
+nlohmann::json ControlServer::error_reply(const Error& error) {
+    std::string message = error.to_string();
+    std::string code = "failed";
+    auto colon = message.find(':');
+    if (colon != std::string::npos && colon > 0 &&
+        std::all_of(message.begin(), message.begin() + static_cast<std::ptrdiff_t>(colon),
+                    [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0 || c == '_'; })) {
+        code = message.substr(0, colon);
+    }
+    return {{"ok", false}, {"error", code}, {"message", message}};
+}
+
+void ControlServer::serve() {
+    while (true) {
+        std::array<pollfd, 2> fds{pollfd{listener_.get(), POLLIN, 0}, pollfd{stop_.fd(), POLLIN, 0}};
+        if (::poll(fds.data(), fds.size(), -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            log::error("control socket: poll: {}", std::strerror(errno));
+            return;
+        }
+        if (fds[1].revents != 0) {
+            return;
+        }
+        UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (client.get() >= 0) {
+            serve_client(client.get());
+        }
+    }
+}
+
+// Lines in, lines out, until the client closes, sends an over-long line or
+// the server stops.
+void ControlServer::serve_client(int fd) {
+    std::string buffer;
+    std::array<char, 4096> chunk{};
+    while (true) {
+        std::array<pollfd, 2> fds{pollfd{fd, POLLIN, 0}, pollfd{stop_.fd(), POLLIN, 0}};
+        if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+            return;
+        }
+        if (fds[1].revents != 0) {
+            return;
+        }
+        if (fds[0].revents == 0) {
+            continue;
+        }
+        ssize_t n = ::read(fd, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        buffer.append(chunk.data(), static_cast<std::size_t>(n));
+        std::size_t newline;
+        while ((newline = buffer.find('\n')) != std::string::npos) {
+            std::string line = buffer.substr(0, newline);
+            buffer.erase(0, newline + 1);
+            nlohmann::json reply;
+            auto request = nlohmann::json::parse(line, nullptr, false);
+            if (request.is_discarded() || !request.is_object()) {
+                reply = error_reply(make_error("bad_request: a request is one JSON object on one line"));
+            } else {
+                try {
+                    reply = handler_(request);
+                } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+                    reply = error_reply(make_error("bad_request: {}", e.what()));
+                }
+            }
+            if (!write_all(fd, reply.dump() + "\n")) {
+                return;
+            }
+        }
+        if (buffer.size() > kMaxRequest) {
+            write_all(fd, error_reply(make_error("bad_request: request longer than 64 KiB")).dump() + "\n");
+            return;
+        }
+    }
+}
+
+}  // namespace sbx
