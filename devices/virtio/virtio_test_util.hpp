@@ -269,11 +269,10 @@ inline void check_same_configuration(const MmioTransportState& saved, const Mmio
 // the same guest memory and restore; the driver reads the same registers
 // and queue configuration back; then `after` checks traffic on the
 // restored device. Returns the saved bytes.
-inline std::vector<std::uint8_t> check_state_round_trip(TestBed& bed,
-                                                        const std::function<std::unique_ptr<VirtioDevice>()>& make_restored,
-                                                        const std::function<void(TestBed&)>& before,
-                                                        const std::function<void(TestBed&)>& after,
-                                                        std::uint64_t features = 0) {
+inline std::vector<std::uint8_t> check_state_round_trip(
+    TestBed& bed, const std::function<std::unique_ptr<VirtioDevice>()>& make_restored,
+    const std::function<void(TestBed&)>& before, const std::function<void(TestBed&)>& after,
+    std::uint64_t features = 0) {
     if ((bed.reg(mmio_reg::kStatus) & kStatusDriverOk) == 0) {
         bed.start(features);
     }
@@ -373,10 +372,13 @@ inline void check_state_refusals(const std::function<std::unique_ptr<VirtioDevic
     check_refused(bed, edit([](SavedTransport& s) { s.state.queues.pop_back(); }), "a queue less");
     check_refused(bed, edit([](SavedTransport& s) { s.state.queues.push_back(s.state.queues.back()); }),
                   "a queue more");
-    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].max_size *= 2; }), "another queue maximum");
-    check_refused(bed, edit([&](SavedTransport& s) { s.state.queues[0].used_ring = bed.memory.total_size() - 8; }),
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].max_size *= 2; }),
+                  "another queue maximum");
+    check_refused(bed,
+                  edit([&](SavedTransport& s) { s.state.queues[0].used_ring = bed.memory.total_size() - 8; }),
                   "a ring outside memory");
-    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].size = 3; }), "a queue size not a power of 2");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].size = 3; }),
+                  "a queue size not a power of 2");
     check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].next_avail += 0x8000; }),
                   "more chains outstanding than the queue holds");
     check_refused(bed, edit([](SavedTransport& s) { s.state.driver_features |= 1ULL << 50; }),
@@ -388,7 +390,8 @@ inline void check_state_refusals(const std::function<std::unique_ptr<VirtioDevic
     check_refused(bed, edit([](SavedTransport& s) { s.state.status |= 0x10; }), "an unknown status bit");
     check_refused(bed, edit([](SavedTransport& s) { s.state.status &= ~kStatusFeaturesOk; }),
                   "active queues on a device never activated");
-    check_refused(bed, edit([](SavedTransport& s) { s.state.interrupt_status = 4; }), "an unknown interrupt bit");
+    check_refused(bed, edit([](SavedTransport& s) { s.state.interrupt_status = 4; }),
+                  "an unknown interrupt bit");
     check_refused(bed, edit([](SavedTransport& s) { s.state.queues[0].active = false; }),
                   "a ready queue inactive on a running device");
     check_refused(bed, edit([](SavedTransport& s) { s.device.clear(); }), "an empty device state");

@@ -71,8 +71,8 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
     if (!ring) {
         return ring.error().context(fmt::format("{}: {}", prefix, config.path));
     }
-    std::unique_ptr<Block> block(
-        new Block(std::move(name), std::move(serial), config.path, std::move(*file), std::move(*ring), config.read_only));
+    std::unique_ptr<Block> block(new Block(std::move(name), std::move(serial), config.path, std::move(*file),
+                                           std::move(*ring), config.read_only));
     block->capacity_ = *bytes / blk::kSectorSize;
     block->discard_alignment_ = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(st.st_blksize) / 512);
     if (*bytes % blk::kSectorSize != 0) {
@@ -86,7 +86,8 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
     return block;
 }
 
-Block::Block(std::string name, std::string serial, std::string path, UniqueFd file, IoRing ring, bool read_only)
+Block::Block(std::string name, std::string serial, std::string path, UniqueFd file, IoRing ring,
+             bool read_only)
     : name_(std::move(name)),
       serial_(std::move(serial)),
       path_(std::move(path)),

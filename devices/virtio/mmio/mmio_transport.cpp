@@ -417,8 +417,9 @@ Result<void> MmioTransport::restore_locked(std::span<const std::uint8_t> bytes) 
     if ((s.status & kStatusFeaturesOk) != 0) {
         const std::uint64_t unknown = s.driver_features & ~offered_features();
         if (unknown != 0 || (s.driver_features & kFeatureVersion1) == 0) {
-            return make_error("saved features {:#x} are not what this device offers ({:#x}, VERSION_1 required)",
-                              s.driver_features, offered_features());
+            return make_error(
+                "saved features {:#x} are not what this device offers ({:#x}, VERSION_1 required)",
+                s.driver_features, offered_features());
         }
     }
     if ((s.interrupt_status & ~(kInterruptUsedBuffer | kInterruptConfigChange)) != 0) {
@@ -430,7 +431,8 @@ Result<void> MmioTransport::restore_locked(std::span<const std::uint8_t> bytes) 
     for (std::size_t i = 0; i < queues_.size(); ++i) {
         const QueueState& qs = s.queues[i];
         const auto where = fmt::format("queue {}", i);
-        if (qs.active && (!activated || !qs.ready || qs.event_idx != event_idx || qs.indirect_allowed != indirect)) {
+        if (qs.active &&
+            (!activated || !qs.ready || qs.event_idx != event_idx || qs.indirect_allowed != indirect)) {
             return make_error("{}: saved active without the driver having set it up so", where);
         }
         if (activated && !needs_reset && qs.ready && !qs.active) {

@@ -107,8 +107,8 @@ const ReverseDevice& device_of(const TestBed& bed) {
 
 // Offers {seed, seed+1, seed+2} and room for the answer.
 OfferedChain offer_three(TestBed& bed, std::uint8_t seed) {
-    std::vector<std::vector<std::uint8_t>> in = {{seed, static_cast<std::uint8_t>(seed + 1),
-                                                  static_cast<std::uint8_t>(seed + 2)}};
+    std::vector<std::vector<std::uint8_t>> in = {
+        {seed, static_cast<std::uint8_t>(seed + 1), static_cast<std::uint8_t>(seed + 2)}};
     return bed.drivers[0]->offer(in, std::array<std::uint32_t, 1>{3});
 }
 
@@ -117,7 +117,8 @@ void check_answered(TestBed& bed, const OfferedChain& chain, std::uint8_t seed) 
     REQUIRE(used);
     CHECK(used->head == chain.head);
     CHECK(bed.drivers[0]->read(chain.writable[0].first, 3) ==
-          std::vector<std::uint8_t>{static_cast<std::uint8_t>(seed + 2), static_cast<std::uint8_t>(seed + 1), seed});
+          std::vector<std::uint8_t>{static_cast<std::uint8_t>(seed + 2), static_cast<std::uint8_t>(seed + 1),
+                                    seed});
 }
 
 }  // namespace

@@ -521,7 +521,8 @@ Result<void> Net::restore_state(ByteReader& in) {
     if (!std::equal(saved.begin(), saved.end(), mac_.begin())) {
         MacAddress old{};
         std::copy(saved.begin(), saved.end(), old.begin());
-        log::info("{}: restored with MAC {}; the snapshot's guest had {}", name_, format_mac(mac_), format_mac(old));
+        log::info("{}: restored with MAC {}; the snapshot's guest had {}", name_, format_mac(mac_),
+                  format_mac(old));
     }
     return ok();
 }

@@ -543,8 +543,8 @@ Result<void> Vsock::post_transport_reset() {
     constexpr std::array<std::uint8_t, 4> kTransportReset{0, 0, 0, 0};
     ChainWriter writer(event_chain_);
     if (auto r = writer.write_exact(kTransportReset); !r) {
-        return make_error("event chain {} has {} writable bytes, a {}-byte event needs more", event_chain_.head(),
-                          event_chain_.writable_bytes(), kTransportReset.size());
+        return make_error("event chain {} has {} writable bytes, a {}-byte event needs more",
+                          event_chain_.head(), event_chain_.writable_bytes(), kTransportReset.size());
     }
     if (auto r = events.add_used(event_chain_.head(), kTransportReset.size()); !r) {
         return r;

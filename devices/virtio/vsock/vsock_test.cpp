@@ -476,7 +476,8 @@ void check_transport_reset(TestBed& bed, const sbx::virtio::testing::OfferedChai
     REQUIRE(used.has_value());
     CHECK(used->head == chain.head);
     CHECK(used->len == 4);
-    CHECK(bed.drivers[kEventQueue]->read(chain.writable[0].first, 4) == std::vector<std::uint8_t>{0, 0, 0, 0});
+    CHECK(bed.drivers[kEventQueue]->read(chain.writable[0].first, 4) ==
+          std::vector<std::uint8_t>{0, 0, 0, 0});
     CHECK_FALSE(bed.drivers[kEventQueue]->take_used().has_value());  // one event only
 }
 
@@ -558,5 +559,6 @@ TEST_CASE("snapshot: the restored device shows its own cid; the saved one is che
 TEST_CASE("snapshot: corrupt states are refused") {
     TempDir dir;
     int n = 0;
-    sbx::virtio::testing::check_state_refusals([&] { return open_vsock(dir.path + "/v" + std::to_string(n++)); });
+    sbx::virtio::testing::check_state_refusals(
+        [&] { return open_vsock(dir.path + "/v" + std::to_string(n++)); });
 }
