@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Level-1 side of the snapshot test (snapshot.sh runs it through
+# tests/nested). Boots the minimal image with the agent, starts a counting
+# process and writes a file, snapshots the VM through the control socket,
+# stops it, restores it (MODE: eager or lazy from a compressed snapshot,
+# private from a raw one mapped copy-on-write) and checks that the same process
+# (same PID) counts on from where it was, the file is there and the agent
+# answers. One "ok: ..." or "FAIL: ..." line per check; exit status: the
+# number of failed checks.
+# Usage: snapshot_session.sh MODE KERNEL INITRAMFS SBX_VMM AGENTCTL LOGDIR
+set -uo pipefail
+mode=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6
+here=$(cd "$(dirname "$0")" && pwd)
+failures=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 400)'"; fi; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+control() { /usr/bin/python3 "$here/vmm_control.py" "$control_sock" "$1"; }
+json_field() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p"; }
+# wait_exit PID SECONDS : sets $st to the exit status, or empty if still running.
+wait_exit() {
+  st=
+  for _ in $(seq 1 $(($2 * 2))); do
+    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; st=$?; return; fi
+    sleep 0.5
+  done
+}
+
+w=$(mktemp -d /tmp/snapshot-session.XXXXXX)
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+uds=$w/v.sock control_sock=$w/control.sock snap=$w/vm.snap
+export SBX_AGENT_UDS=$uds SBX_AGENT_TOKEN=$token
+trap 'kill -9 ${vmm_pid:-} ${restored_pid:-} 2>/dev/null; rm -rf "$w"' EXIT
+case "$mode" in
+  eager | lazy) snap_mode=compressed ;;
+  private) snap_mode=raw ;;
+  *) echo "FAIL: unknown mode $mode"; exit 1 ;;
+esac
+
+cmdline="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$token"
+"$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$uds" \
+  --control "$control_sock" --console "file:$logdir/$mode-boot-console.log" </dev/null \
+  >"$logdir/$mode-boot-vmm.out" 2>&1 &
+vmm_pid=$!
+if "$ctl" wait --timeout 600 >/dev/null; then
+  ok "the booted guest's agent answers"
+else
+  echo "FAIL: the agent never answered; console tail:"; tail -n 30 "$logdir/$mode-boot-console.log"; exit 1
+fi
+
+# A process counting in its own memory, reporting each value to a file on
+# the guest's tmpfs (guest RAM as well).
+id=$("$ctl" exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' 2>/dev/null)
+printf 'before-%s\n' "$token" >"$w/before"
+"$ctl" put "$w/before" /tmp/before 2>/dev/null || bad "put of /tmp/before"
+sleep 1
+pid_before=$("$ctl" status "$id" | json_field pid)
+count_before=$("$ctl" exec -- cat /tmp/counter)
+[ -n "$pid_before" ] && [ "${count_before:-0}" -gt 0 ] && ok "counter process $pid_before at $count_before" \
+  || bad "the counter did not start (pid '$pid_before', count '$count_before')"
+
+t=$(now)
+reply=$(control "{\"op\":\"snapshot\",\"path\":\"$snap\",\"mode\":\"$snap_mode\"}"); st=$?
+check "snapshot ($snap_mode) through the control socket" 0 "$st"
+echo "SNAPSHOT: $mode $(elapsed "$t") s, $(du -k "$snap" 2>/dev/null | cut -f1) KiB on disk: $reply"
+check "the VM is paused after the snapshot" '"paused"' "$(control '{"op":"status"}' | grep -o '"paused"')"
+control '{"op":"stop"}' >/dev/null
+wait_exit "$vmm_pid" 60
+check "the snapshotted sbx-vmm exits 0 on stop" 0 "${st:-still running}"
+
+# Refusals leave the file alone and start nothing.
+sum=$(sha256sum <"$snap")
+"$vmm" --restore "$snap" --memory 512 --console none >"$w/refused.out" 2>&1; st=$?
+check "a restore with another memory size is refused (status 1)" 1 "$st"
+grep -q config_mismatch "$w/refused.out" && ok "... as config_mismatch" || bad "... message: $(cat "$w/refused.out")"
+check "... and the snapshot is unchanged" "$sum" "$(sha256sum <"$snap")"
+
+t=$(now)
+"$vmm" --restore "$snap" --restore-mode "$mode" --vsock "cid=3,uds=$uds" --control "$control_sock" \
+  --console "file:$logdir/$mode-restored-console.log" </dev/null >"$logdir/$mode-restored-vmm.out" 2>&1 &
+restored_pid=$!
+if health=$("$ctl" wait --timeout 120); then
+  ok "the restored guest's agent answers ($mode)"
+  echo "RESTORE-TO-AGENT: $mode $(elapsed "$t") s"
+else
+  bad "the restored guest's agent never answered; vmm output:"; tail -n 20 "$logdir/$mode-restored-vmm.out"
+fi
+count_after=$("$ctl" exec -- cat /tmp/counter)
+sleep 1
+count_later=$("$ctl" exec -- cat /tmp/counter)
+pid_after=$("$ctl" status "$id" | json_field pid)
+check "the counting process has the same PID" "$pid_before" "$pid_after"
+if [ "${count_after:-0}" -ge "${count_before:-1}" ] && [ "${count_later:-0}" -gt "${count_after:-0}" ]; then
+  ok "it counts on from where it was: $count_before before, $count_after at restore, $count_later a second later"
+else
+  bad "the counter: $count_before before, '$count_after' at restore, '$count_later' a second later"
+fi
+check "the file written before the snapshot is there" "before-$token" "$("$ctl" exec -- cat /tmp/before)"
+
+"$ctl" exec --timeout-ms 20000 -- reboot >/dev/null 2>&1
+wait_exit "$restored_pid" 120
+check "the restored sbx-vmm exits 0 after the guest's reboot" 0 "${st:-still running}"
+[ -z "$st" ] && { kill -9 "$restored_pid"; wait "$restored_pid"; }
+echo "SNAPSHOT-SESSION-FAILURES: $mode $failures"
+exit "$failures"
