@@ -46,7 +46,8 @@ struct Fixture {
         auto t = trailer();
         edit(h, t);
         auto tb = layout::encode_trailer(t);
-        std::vector<std::uint8_t> out(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(h.trailer_offset));
+        std::vector<std::uint8_t> out(bytes.begin(),
+                                      bytes.begin() + static_cast<std::ptrdiff_t>(h.trailer_offset));
         out.insert(out.end(), tb.begin(), tb.end());
         h.trailer_bytes = tb.size();
         h.trailer_checksum = layout::checksum(tb);
@@ -120,9 +121,9 @@ TEST_CASE("a truncated file is a clean truncated error at every length") {
 
 TEST_CASE("a flipped byte in header, section or trailer is a checksum mismatch at open") {
     Fixture f;
-    CHECK(f.flip(40) == "checksum_mismatch");   // CPU vendor
-    CHECK(f.flip(100) == "checksum_mismatch");  // trailer size
-    CHECK(f.flip(127) == "checksum_mismatch");  // the checksum itself
+    CHECK(f.flip(40) == "checksum_mismatch");                  // CPU vendor
+    CHECK(f.flip(100) == "checksum_mismatch");                 // trailer size
+    CHECK(f.flip(127) == "checksum_mismatch");                 // the checksum itself
     CHECK(f.flip(layout::kDataStart) == "checksum_mismatch");  // first section byte
     auto h = f.header();
     CHECK(f.flip(h.trailer_offset) == "checksum_mismatch");
@@ -157,7 +158,8 @@ TEST_CASE("a checksum-valid chunk that is not a zstd frame of the right size is 
         f.bytes[c.file_offset + i] = static_cast<std::uint8_t>(i * 7);
     }
     f.rewrite([&](layout::Header&, layout::Trailer& t) {
-        t.chunks[index].checksum = layout::checksum(std::span(f.bytes).subspan(c.file_offset, c.stored_bytes));
+        t.chunks[index].checksum =
+            layout::checksum(std::span(f.bytes).subspan(c.file_offset, c.stored_bytes));
     });
     CHECK(f.load_code() == "corrupt");
 }
@@ -165,7 +167,8 @@ TEST_CASE("a checksum-valid chunk that is not a zstd frame of the right size is 
 TEST_CASE("structural nonsense in a checksum-valid trailer is corrupt at open") {
     using layout::ChunkKind;
     Fixture f;
-    auto expect_corrupt = [&](const char* what, const std::function<void(layout::Header&, layout::Trailer&)>& edit) {
+    auto expect_corrupt = [&](const char* what,
+                              const std::function<void(layout::Header&, layout::Trailer&)>& edit) {
         f.rewrite(edit);
         CHECK_MESSAGE(open_code(f.bad) == "corrupt", what);
     };
@@ -180,16 +183,19 @@ TEST_CASE("structural nonsense in a checksum-valid trailer is corrupt at open") 
         }
         t.chunks[other].file_offset = t.chunks[zstd].file_offset + 1;
     });
-    expect_corrupt("chunk past the trailer", [&](auto& h, auto& t) { t.chunks[zstd].file_offset = h.trailer_offset; });
+    expect_corrupt("chunk past the trailer",
+                   [&](auto& h, auto& t) { t.chunks[zstd].file_offset = h.trailer_offset; });
     expect_corrupt("chunk offset wraps", [&](auto&, auto& t) { t.chunks[zstd].file_offset = ~0ULL - 8; });
     expect_corrupt("chunk in the header page", [&](auto&, auto& t) { t.chunks[zstd].file_offset = 64; });
-    expect_corrupt("section over a chunk", [&](auto&, auto& t) { t.sections[1].offset = t.chunks[zstd].file_offset; });
+    expect_corrupt("section over a chunk",
+                   [&](auto&, auto& t) { t.sections[1].offset = t.chunks[zstd].file_offset; });
     expect_corrupt("section outside file", [&](auto&, auto& t) { t.sections[0].bytes = 1ULL << 40; });
     expect_corrupt("duplicate section", [&](auto&, auto& t) { t.sections[1].name = t.sections[0].name; });
     expect_corrupt("chunk out of place", [&](auto&, auto& t) { t.chunks[zstd].guest_start += 4096; });
     expect_corrupt("missing chunk", [&](auto&, auto& t) { t.chunks.pop_back(); });
     expect_corrupt("extra chunk", [&](auto&, auto& t) { t.chunks.push_back(t.chunks.back()); });
-    expect_corrupt("zstd not smaller", [&](auto&, auto& t) { t.chunks[zstd].stored_bytes = t.chunks[zstd].length; });
+    expect_corrupt("zstd not smaller",
+                   [&](auto&, auto& t) { t.chunks[zstd].stored_bytes = t.chunks[zstd].length; });
     expect_corrupt("unknown kind", [&](auto&, auto& t) { t.chunks[zstd].kind = static_cast<ChunkKind>(9); });
     expect_corrupt("short chunk", [&](auto&, auto& t) { t.chunks[zstd].length -= 4096; });
     expect_corrupt("zero range with data", [&](auto&, auto& t) {
@@ -204,7 +210,9 @@ TEST_CASE("structural nonsense in a checksum-valid trailer is corrupt at open") 
     expect_corrupt("unaligned region", [&](auto&, auto& t) { t.regions[1].guest_start += 1; });
     expect_corrupt("region wraps", [&](auto&, auto& t) { t.regions[1].guest_start = ~0ULL - 4095; });
     expect_corrupt("raw offset in compressed mode", [&](auto&, auto& t) { t.regions[0].file_offset = 4096; });
-    expect_corrupt("working set outside memory", [&](auto&, auto& t) { t.working_set = {{1ULL << 40, 4096}}; });
+    expect_corrupt("working set outside memory", [&](auto&, auto& t) {
+        t.working_set = {{1ULL << 40, 4096}};
+    });
     expect_corrupt("trailer not at end", [&](auto& h, auto&) { h.trailer_offset -= 1; });
     expect_corrupt("bad chunk size", [&](auto& h, auto&) { h.info.chunk_size = 4096; });
     expect_corrupt("bad mode", [&](auto& h, auto&) { h.info.mode = static_cast<MemoryMode>(7); });

@@ -72,7 +72,8 @@ Result<void> IoQueue::start(Op op) {
                 continue;
             }
             if (n < 0) {
-                return sys_error("io: {} of {} bytes at offset {}", op.write ? "write" : "read", op.size, off);
+                return sys_error("io: {} of {} bytes at offset {}", op.write ? "write" : "read", op.size,
+                                 off);
             }
             if (n == 0) {
                 return op.write ? make_error("io: write at offset {} made no progress", off)
@@ -122,8 +123,9 @@ Result<void> IoQueue::finish(unsigned slot, int res, std::vector<std::uint64_t>&
         if (res < 0) {
             return errno_error(op.write ? "io: write" : "io: read", -res);
         }
-        return op.write ? make_error("io: write at offset {} made no progress", op.offset + op.done)
-                        : make_error("truncated: read past the end of the file at offset {}", op.offset + op.done);
+        return op.write
+                   ? make_error("io: write at offset {} made no progress", op.offset + op.done)
+                   : make_error("truncated: read past the end of the file at offset {}", op.offset + op.done);
     }
     op.done += static_cast<std::size_t>(res);
     if (op.done < op.size) {

@@ -32,7 +32,8 @@ public:
     [[nodiscard]] bool uses_io_uring() const { return ring_ != nullptr; }
 
     // Queue a transfer (requires !full()); `tag` is reported on completion.
-    [[nodiscard]] Result<void> write(std::uint64_t tag, const void* data, std::size_t size, std::uint64_t offset);
+    [[nodiscard]] Result<void> write(std::uint64_t tag, const void* data, std::size_t size,
+                                     std::uint64_t offset);
     [[nodiscard]] Result<void> read(std::uint64_t tag, void* data, std::size_t size, std::uint64_t offset);
 
     // Blocks until at least one transfer finished (when any is in flight)

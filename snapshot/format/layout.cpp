@@ -55,7 +55,8 @@ struct Extent {
 };
 
 Result<void> check_no_overlap(std::vector<Extent>& extents) {
-    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+    std::sort(extents.begin(), extents.end(),
+              [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
     std::uint64_t end = 0;
     for (const auto& e : extents) {
         if (e.length == 0) {
@@ -77,8 +78,8 @@ Result<void> check_sections(const Trailer& t, const Header& h, std::vector<Exten
             return make_error("corrupt: a section has an empty name");
         }
         if (s.bytes > kMaxSectionBytes || !inside(s.offset, s.bytes, kDataStart, h.trailer_offset)) {
-            return make_error("corrupt: section {} ({} bytes at {}) lies outside the data area", s.name, s.bytes,
-                              s.offset);
+            return make_error("corrupt: section {} ({} bytes at {}) lies outside the data area", s.name,
+                              s.bytes, s.offset);
         }
         extents.push_back({s.offset, s.bytes});
         names.push_back(s.name);
@@ -105,9 +106,11 @@ Result<void> check_regions(const Trailer& t, const Header& h, std::vector<Extent
         }
         prev_end = r.guest_start + r.length;
         if (h.info.mode == MemoryMode::Raw) {
-            if (r.file_offset % kPageSize != 0 || !inside(r.file_offset, r.length, kDataStart, h.trailer_offset)) {
-                return make_error("corrupt: raw memory region {} at file offset {} is unaligned or outside the file",
-                                  i, r.file_offset);
+            if (r.file_offset % kPageSize != 0 ||
+                !inside(r.file_offset, r.length, kDataStart, h.trailer_offset)) {
+                return make_error(
+                    "corrupt: raw memory region {} at file offset {} is unaligned or outside the file", i,
+                    r.file_offset);
             }
             extents.push_back({r.file_offset, r.length});
         } else if (r.file_offset != 0) {
@@ -123,8 +126,9 @@ Result<void> check_chunk(const ChunkEntry& c, const RegionEntry& r, std::uint64_
     const std::uint64_t left = r.guest_start + r.length - cursor;
     const std::uint64_t rel = cursor - r.guest_start;
     if (c.guest_start != cursor || rel % chunk != 0 || c.length == 0 || c.length > left) {
-        return make_error("corrupt: memory index entry at {:#x} (+{:#x}) does not continue the region at {:#x}",
-                          c.guest_start, c.length, cursor);
+        return make_error(
+            "corrupt: memory index entry at {:#x} (+{:#x}) does not continue the region at {:#x}",
+            c.guest_start, c.length, cursor);
     }
     if (c.kind == ChunkKind::Zero) {
         if (c.length > kMaxZeroRun || (c.length % chunk != 0 && c.length != left) || c.file_offset != 0 ||
@@ -138,8 +142,8 @@ Result<void> check_chunk(const ChunkEntry& c, const RegionEntry& r, std::uint64_
     }
     if (c.kind == ChunkKind::Plain) {
         if (c.stored_bytes != c.length) {
-            return make_error("corrupt: uncompressed chunk at {:#x} stores {} of {} bytes", cursor, c.stored_bytes,
-                              c.length);
+            return make_error("corrupt: uncompressed chunk at {:#x} stores {} of {} bytes", cursor,
+                              c.stored_bytes, c.length);
         }
         if (h.info.mode == MemoryMode::Raw) {
             if (c.file_offset != r.file_offset + rel) {
@@ -149,7 +153,8 @@ Result<void> check_chunk(const ChunkEntry& c, const RegionEntry& r, std::uint64_
         }
     } else if (c.kind == ChunkKind::Zstd) {
         if (h.info.mode != MemoryMode::Compressed || c.stored_bytes == 0 || c.stored_bytes >= c.length) {
-            return make_error("corrupt: compressed chunk at {:#x} has a bad stored size {}", cursor, c.stored_bytes);
+            return make_error("corrupt: compressed chunk at {:#x} has a bad stored size {}", cursor,
+                              c.stored_bytes);
         }
     } else {
         return make_error("corrupt: memory index entry at {:#x} has unknown kind {}", cursor,
@@ -179,17 +184,21 @@ Result<void> check_chunks(const Trailer& t, const Header& h, std::vector<Extent>
         }
     }
     if (next != t.chunks.size()) {
-        return make_error("corrupt: {} memory index entries lie beyond the last region", t.chunks.size() - next);
+        return make_error("corrupt: {} memory index entries lie beyond the last region",
+                          t.chunks.size() - next);
     }
     return ok();
 }
 
 }  // namespace
 
-std::uint64_t checksum(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+std::uint64_t checksum(std::span<const std::uint8_t> bytes) {
+    return XXH3_64bits(bytes.data(), bytes.size());
+}
 
 Result<void> check_info(const SnapshotInfo& info) {
-    if (info.chunk_size < kMinChunkSize || info.chunk_size > kMaxChunkSize || info.chunk_size % kPageSize != 0) {
+    if (info.chunk_size < kMinChunkSize || info.chunk_size > kMaxChunkSize ||
+        info.chunk_size % kPageSize != 0) {
         return make_error("chunk size {} is not a multiple of 4 KiB in 64 KiB..1 MiB", info.chunk_size);
     }
     if (info.mode != MemoryMode::Compressed && info.mode != MemoryMode::Raw) {
@@ -235,8 +244,8 @@ Result<Header> decode_header(std::span<const std::uint8_t> bytes, std::uint64_t 
     Header h;
     h.info.format_version = r.u32();
     if (h.info.format_version != kFormatVersion) {
-        return make_error("unsupported_version: format version {} (this reader knows {})", h.info.format_version,
-                          kFormatVersion);
+        return make_error("unsupported_version: format version {} (this reader knows {})",
+                          h.info.format_version, kFormatVersion);
     }
     if (bytes.size() < kHeaderBytes) {
         return make_error("truncated: the file is {} bytes, shorter than the {}-byte header", file_size,
@@ -278,7 +287,8 @@ Result<Header> decode_header(std::span<const std::uint8_t> bytes, std::uint64_t 
     if (file_size > h.file_bytes) {
         return make_error("corrupt: the file is {} bytes, the header says {}", file_size, h.file_bytes);
     }
-    if (h.trailer_bytes > kMaxTrailerBytes || !inside(h.trailer_offset, h.trailer_bytes, kDataStart, file_size) ||
+    if (h.trailer_bytes > kMaxTrailerBytes ||
+        !inside(h.trailer_offset, h.trailer_bytes, kDataStart, file_size) ||
         h.trailer_offset + h.trailer_bytes != file_size) {
         return make_error("corrupt: trailer ({} bytes at {}) does not end the {}-byte file", h.trailer_bytes,
                           h.trailer_offset, file_size);
@@ -380,8 +390,8 @@ Result<void> check_working_set(std::span<const GuestRange> ranges, std::span<con
             ok_range = g.start - r.guest_start < r.length && g.length <= r.length - (g.start - r.guest_start);
         }
         if (!ok_range) {
-            return make_error("corrupt: working-set range {:#x}+{:#x} is empty or outside guest memory", g.start,
-                              g.length);
+            return make_error("corrupt: working-set range {:#x}+{:#x} is empty or outside guest memory",
+                              g.start, g.length);
         }
     }
     return ok();

@@ -189,7 +189,8 @@ Result<LoadStats> SnapshotReader::load_memory(std::span<const MemoryRegionView> 
             break;
         }
         std::uint8_t* into = slot == kNoSlot ? target(i, region).data() : slots[slot].data();
-        io_result = io.read((static_cast<std::uint64_t>(i) << 16) | slot, into, c.stored_bytes, c.file_offset);
+        io_result =
+            io.read((static_cast<std::uint64_t>(i) << 16) | slot, into, c.stored_bytes, c.file_offset);
         stats.bytes_read += c.stored_bytes;
     }
     if (io_result) {

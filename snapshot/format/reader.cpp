@@ -96,7 +96,8 @@ Result<SnapshotReader> SnapshotReader::open_fd(UniqueFd fd) {
         return header.error();
     }
     std::vector<std::uint8_t> trailer_bytes(header->trailer_bytes);
-    if (auto r = pread_all(fd.get(), trailer_bytes.data(), trailer_bytes.size(), header->trailer_offset); !r) {
+    if (auto r = pread_all(fd.get(), trailer_bytes.data(), trailer_bytes.size(), header->trailer_offset);
+        !r) {
         return r.error();
     }
     if (layout::checksum(trailer_bytes) != header->trailer_checksum) {
@@ -193,7 +194,8 @@ Result<void> SnapshotReader::decode_chunk(const ChunkEntry& c, std::span<const s
         return make_error("io: cannot create a zstd context");
     }
     if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != c.length) {
-        return make_error("corrupt: memory chunk at {:#x} does not declare {} bytes", c.guest_start, c.length);
+        return make_error("corrupt: memory chunk at {:#x} does not declare {} bytes", c.guest_start,
+                          c.length);
     }
     std::size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data(), stored.size());
     if (ZSTD_isError(n) != 0U || n != c.length) {

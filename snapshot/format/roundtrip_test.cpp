@@ -78,7 +78,8 @@ void check_round_trip(MemoryMode mode, std::uint32_t chunk_size, unsigned thread
         CHECK(*at == i);
         for (const auto& v : memory.views) {
             if (ref.guest_start >= v.guest_start && ref.guest_start < v.guest_start + v.host.size()) {
-                CHECK(std::memcmp(buf.data(), v.host.data() + (ref.guest_start - v.guest_start), ref.length) == 0);
+                CHECK(std::memcmp(buf.data(), v.host.data() + (ref.guest_start - v.guest_start),
+                                  ref.length) == 0);
             }
         }
     }
@@ -156,11 +157,12 @@ TEST_CASE("write throughput (printed, not asserted)") {
         auto loaded = reader->load_memory(dest.views);
         REQUIRE(loaded);
         CHECK(dest.same_bytes(memory));
-        MESSAGE(fmt::format("{}: {} MiB memory ({} MiB zero) -> {} MiB file; write {:.0f} MiB/s, load {:.0f} MiB/s",
-                            mode == MemoryMode::Raw ? "raw" : "compressed", written->memory_bytes >> 20,
-                            written->zero_bytes >> 20, written->file_bytes >> 20,
-                            static_cast<double>(written->memory_bytes >> 20) / written->seconds,
-                            static_cast<double>(loaded->memory_bytes >> 20) / loaded->seconds));
+        MESSAGE(fmt::format(
+            "{}: {} MiB memory ({} MiB zero) -> {} MiB file; write {:.0f} MiB/s, load {:.0f} MiB/s",
+            mode == MemoryMode::Raw ? "raw" : "compressed", written->memory_bytes >> 20,
+            written->zero_bytes >> 20, written->file_bytes >> 20,
+            static_cast<double>(written->memory_bytes >> 20) / written->seconds,
+            static_cast<double>(loaded->memory_bytes >> 20) / loaded->seconds));
     }
 }
 

@@ -81,7 +81,8 @@ bool TestMemory::same_bytes(const TestMemory& other) const {
         return false;
     }
     for (std::size_t i = 0; i < views.size(); ++i) {
-        if (views[i].guest_start != other.views[i].guest_start || views[i].host.size() != other.views[i].host.size() ||
+        if (views[i].guest_start != other.views[i].guest_start ||
+            views[i].host.size() != other.views[i].host.size() ||
             std::memcmp(views[i].host.data(), other.views[i].host.data(), views[i].host.size()) != 0) {
             return false;
         }
@@ -111,7 +112,9 @@ void write_bytes(const std::string& path, std::span<const std::uint8_t> bytes) {
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
-std::uint64_t file_size(const std::string& path) { return std::filesystem::file_size(path); }
+std::uint64_t file_size(const std::string& path) {
+    return std::filesystem::file_size(path);
+}
 
 std::uint64_t allocated_bytes(const std::string& path) {
     struct stat st {};

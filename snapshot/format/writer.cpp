@@ -27,7 +27,9 @@ using layout::ChunkKind;
 constexpr std::uint64_t kOtherTag = ~0ULL;  // transfers outside the memory pipeline
 constexpr unsigned kIoDepth = 64;
 
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) {
+    return (v + a - 1) / a * a;
+}
 
 // The file under its temporary name; removed unless committed.
 struct TempFile {
@@ -71,8 +73,7 @@ Result<TempFile> make_temp(const std::string& path) {
 }
 
 bool printable_name(const std::string& s, std::size_t max) {
-    return s.size() <= max &&
-           std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+    return s.size() <= max && std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
 }
 
 Result<void> check_contents(const SnapshotContents& c, const WriteOptions& options) {
@@ -95,7 +96,8 @@ Result<void> check_contents(const SnapshotContents& c, const WriteOptions& optio
     }
     std::vector<std::string_view> names;
     for (const auto& s : c.sections) {
-        if (s.name.empty() || s.name.size() > layout::kMaxSectionName || s.bytes.size() > layout::kMaxSectionBytes) {
+        if (s.name.empty() || s.name.size() > layout::kMaxSectionName ||
+            s.bytes.size() > layout::kMaxSectionBytes) {
             return make_error("invalid: section '{}' has a bad name length or is over {} bytes", s.name,
                               layout::kMaxSectionBytes);
         }
@@ -112,10 +114,12 @@ Result<void> check_contents(const SnapshotContents& c, const WriteOptions& optio
     for (std::size_t i = 0; i < c.memory.size(); ++i) {
         const auto& m = c.memory[i];
         const std::uint64_t len = m.host.size();
-        if (len == 0 || m.guest_start % kPageSize != 0 || len % kPageSize != 0 || len > UINT64_MAX - m.guest_start ||
+        if (len == 0 || m.guest_start % kPageSize != 0 || len % kPageSize != 0 ||
+            len > UINT64_MAX - m.guest_start ||
             (i > 0 && m.guest_start < regions.back().guest_start + regions.back().length)) {
-            return make_error("invalid: memory region {} at {:#x} is empty, unaligned, wraps or is out of order", i,
-                              m.guest_start);
+            return make_error(
+                "invalid: memory region {} at {:#x} is empty, unaligned, wraps or is out of order", i,
+                m.guest_start);
         }
         regions.push_back({m.guest_start, len, 0});
     }
@@ -160,7 +164,8 @@ public:
         for (std::size_t r = 0; r < c.memory.size(); ++r) {
             const std::uint64_t len = c.memory[r].host.size();
             for (std::uint64_t rel = 0; rel < len; rel += chunk) {
-                jobs_.push_back({r, rel, static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk, len - rel))});
+                jobs_.push_back(
+                    {r, rel, static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk, len - rel))});
             }
         }
         window_ = std::max(8U, threads * 4);
@@ -169,8 +174,8 @@ public:
     }
 
     // Writes memory from file offset `start`; returns the regions and index.
-    Result<void> run(std::uint64_t start, std::vector<layout::RegionEntry>& regions, std::vector<ChunkEntry>& chunks,
-                     std::uint64_t& end, std::uint64_t& zero_bytes);
+    Result<void> run(std::uint64_t start, std::vector<layout::RegionEntry>& regions,
+                     std::vector<ChunkEntry>& chunks, std::uint64_t& end, std::uint64_t& zero_bytes);
 
 private:
     void worker();
@@ -192,9 +197,9 @@ private:
 
     std::mutex mutex_;
     std::condition_variable ready_cv_, space_cv_;
-    std::size_t next_job_ = 0;   // next job a worker takes
-    std::size_t released_ = 0;   // jobs before this have given their slot back
-    std::size_t consumed_ = 0;   // jobs the writer has handled
+    std::size_t next_job_ = 0;  // next job a worker takes
+    std::size_t released_ = 0;  // jobs before this have given their slot back
+    std::size_t consumed_ = 0;  // jobs the writer has handled
     bool stop_ = false;
 };
 
@@ -232,7 +237,8 @@ void MemoryWriter::worker() {
         std::size_t i = 0;
         {
             std::unique_lock lock(mutex_);
-            space_cv_.wait(lock, [&] { return stop_ || next_job_ >= jobs_.size() || next_job_ < released_ + window_; });
+            space_cv_.wait(
+                lock, [&] { return stop_ || next_job_ >= jobs_.size() || next_job_ < released_ + window_; });
             if (stop_ || next_job_ >= jobs_.size()) {
                 return;
             }
@@ -274,7 +280,8 @@ void MemoryWriter::release_finished() {
 }
 
 Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEntry>& regions,
-                               std::vector<ChunkEntry>& chunks, std::uint64_t& end, std::uint64_t& zero_bytes) {
+                               std::vector<ChunkEntry>& chunks, std::uint64_t& end,
+                               std::uint64_t& zero_bytes) {
     std::uint64_t cursor = start;
     for (const auto& m : contents_.memory) {
         regions.push_back({m.guest_start, m.host.size(), raw_ ? cursor : 0});
@@ -369,7 +376,8 @@ Result<WriteStats> write_snapshot(const std::string& path, const SnapshotContent
         return temp.error();
     }
     const int fd = temp->fd.get();
-    unsigned threads = options.threads != 0 ? options.threads : std::max(1U, std::thread::hardware_concurrency());
+    unsigned threads =
+        options.threads != 0 ? options.threads : std::max(1U, std::thread::hardware_concurrency());
     IoQueue io = IoQueue::create(fd, kIoDepth);
     auto ignore = [](std::uint64_t) {};
 
@@ -392,8 +400,8 @@ Result<WriteStats> write_snapshot(const std::string& path, const SnapshotContent
     std::uint64_t end = 0;
     {
         MemoryWriter memory(contents, options, io, threads);
-        auto written = memory.run(raw ? align_up(cursor, kPageSize) : cursor, trailer.regions, trailer.chunks, end,
-                                  stats.zero_bytes);
+        auto written = memory.run(raw ? align_up(cursor, kPageSize) : cursor, trailer.regions, trailer.chunks,
+                                  end, stats.zero_bytes);
         if (!written) {
             return written.error();
         }
