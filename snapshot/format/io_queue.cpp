@@ -47,12 +47,11 @@ IoQueue::~IoQueue() {
 }
 
 Result<void> IoQueue::write(std::uint64_t tag, const void* data, std::size_t size, std::uint64_t offset) {
-    // The buffer is only read by a write; Op keeps one pointer type for both.
-    return start({tag, true, static_cast<std::uint8_t*>(const_cast<void*>(data)), size, 0, offset});
+    return start({tag, true, static_cast<const std::uint8_t*>(data), nullptr, size, 0, offset});
 }
 
 Result<void> IoQueue::read(std::uint64_t tag, void* data, std::size_t size, std::uint64_t offset) {
-    return start({tag, false, static_cast<std::uint8_t*>(data), size, 0, offset});
+    return start({tag, false, nullptr, static_cast<std::uint8_t*>(data), size, 0, offset});
 }
 
 Result<void> IoQueue::start(Op op) {
@@ -66,8 +65,8 @@ Result<void> IoQueue::start(Op op) {
     if (!ring_) {
         while (op.done < op.size) {
             auto off = static_cast<off_t>(op.offset + op.done);
-            ssize_t n = op.write ? ::pwrite(fd_, op.data + op.done, op.size - op.done, off)
-                                 : ::pread(fd_, op.data + op.done, op.size - op.done, off);
+            ssize_t n = op.write ? ::pwrite(fd_, op.src + op.done, op.size - op.done, off)
+                                 : ::pread(fd_, op.dst + op.done, op.size - op.done, off);
             if (n < 0 && errno == EINTR) {
                 continue;
             }
@@ -99,9 +98,9 @@ Result<void> IoQueue::submit(unsigned slot) {
     }
     auto remaining = static_cast<unsigned>(op.size - op.done);
     if (op.write) {
-        io_uring_prep_write(sqe, fd_, op.data + op.done, remaining, op.offset + op.done);
+        io_uring_prep_write(sqe, fd_, op.src + op.done, remaining, op.offset + op.done);
     } else {
-        io_uring_prep_read(sqe, fd_, op.data + op.done, remaining, op.offset + op.done);
+        io_uring_prep_read(sqe, fd_, op.dst + op.done, remaining, op.offset + op.done);
     }
     io_uring_sqe_set_data64(sqe, slot);
     for (;;) {

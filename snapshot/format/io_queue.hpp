@@ -47,7 +47,8 @@ private:
     struct Op {
         std::uint64_t tag = 0;
         bool write = false;
-        std::uint8_t* data = nullptr;
+        const std::uint8_t* src = nullptr;  // writes
+        std::uint8_t* dst = nullptr;        // reads
         std::size_t size = 0;
         std::size_t done = 0;
         std::uint64_t offset = 0;

@@ -13,10 +13,10 @@ namespace {
 
 // Bytes of the header covered by its checksum (everything before the checksum field).
 constexpr std::size_t kHeaderChecksummed = kHeaderBytes - 8;
-constexpr std::size_t kSectionEntryMin = 4 + 8 * 3;
-constexpr std::size_t kRegionEntryBytes = 8 * 3;
+constexpr std::size_t kSectionEntryMin = 4 + 8 + 8 + 8;
+constexpr std::size_t kRegionEntryBytes = 8 + 8 + 8;
 constexpr std::size_t kChunkEntryBytes = 1 + 8 + 4 + 8 + 4 + 8;
-constexpr std::size_t kRangeBytes = 8 * 2;
+constexpr std::size_t kRangeBytes = 8 + 8;
 
 void put_name(ByteWriter& w, const std::string& name) {
     std::array<std::uint8_t, kNameBytes> field{};

@@ -124,6 +124,11 @@ Result<LoadStats> SnapshotReader::load_memory(std::span<const MemoryRegionView> 
         std::mutex& m;
         bool& closed;
         std::condition_variable& cv;
+        Closer(std::mutex& mu, bool& c, std::condition_variable& v) : m(mu), closed(c), cv(v) {}
+        Closer(const Closer&) = delete;
+        Closer& operator=(const Closer&) = delete;
+        Closer(Closer&&) = delete;
+        Closer& operator=(Closer&&) = delete;
         ~Closer() {
             {
                 std::lock_guard lock(m);

@@ -292,6 +292,11 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
     std::vector<std::jthread> workers;
     struct Stopper {
         MemoryWriter& w;
+        explicit Stopper(MemoryWriter& writer) : w(writer) {}
+        Stopper(const Stopper&) = delete;
+        Stopper& operator=(const Stopper&) = delete;
+        Stopper(Stopper&&) = delete;
+        Stopper& operator=(Stopper&&) = delete;
         ~Stopper() {
             {
                 std::lock_guard lock(w.mutex_);
