@@ -117,7 +117,6 @@ Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::stri
 }
 
 Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& options) {
-    const auto start = Vm::Clock::now();
     auto opened = SnapshotReader::open(path);
     if (!opened) {
         return opened.error();
@@ -159,7 +158,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
         case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy); break;
         case RestoreMode::Private: memory = private_memory(*reader); break;
     }
-    auto vm = VmBuilder(config, start).restore(*machine, memory);
+    auto vm = VmBuilder(config, options.start).restore(*machine, memory);
     if (!vm) {
         return vm.error();
     }

@@ -32,6 +32,7 @@ enum class RestoreMode {
 
 struct RestoreOptions {
     RestoreMode mode = RestoreMode::Eager;
+    Vm::Clock::time_point start = Vm::Clock::now();  // the zero of the VM's set-up time
     unsigned threads = 0;  // decompression threads; 0: one per host CPU
     // Host-side changes to the saved configuration before the VM is built:
     // a console, a vsock socket or CID, a tap. A change to the machine

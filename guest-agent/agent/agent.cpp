@@ -5,6 +5,7 @@
 
 #include "base/log.hpp"
 #include "guest-agent/exec/process_table.hpp"
+#include "guest-agent/identity/identity_state.hpp"
 
 namespace sbx::agent {
 namespace {
@@ -43,12 +44,17 @@ std::string token_from_cmdline(std::string_view cmdline) {
 }
 
 Agent::Agent(AgentOptions options)
-    : options_(std::move(options)), boot_id_(read_boot_id()), processes_(std::make_unique<ProcessTable>()) {
+    : options_(std::move(options)),
+      boot_id_(read_boot_id()),
+      processes_(std::make_unique<ProcessTable>()),
+      identity_(std::make_unique<IdentityState>(options_.identity_kernel ? options_.identity_kernel
+                                                                         : make_system_identity_kernel())) {
     register_exec_ops(ops_);
     register_file_ops(ops_);
     register_tar_ops(ops_);
     register_forward_ops(ops_);
     register_health_ops(ops_);
+    register_identity_ops(ops_);
     if (options_.token.empty()) {
         log::warn("no sbx.token on the kernel command line: any client that reaches the agent is served");
     }

@@ -18,6 +18,8 @@
 namespace sbx::agent {
 
 class Agent;
+class IdentityKernel;
+class IdentityState;
 class ProcessTable;
 
 // Connects to a host service (vsock CID 2 in the guest, a Unix socket in
@@ -28,6 +30,9 @@ struct AgentOptions {
     std::string token;                            // empty: no authentication (logged loudly)
     std::string env_file = "/etc/sandboxer/env";  // KEY=VALUE lines added to every exec
     HostConnector connect_host;                   // may be empty (no ready, no reverse forwards)
+    // The RNG, vsock and network calls of the identity op; empty: the real
+    // system calls (tests give a fake).
+    std::shared_ptr<IdentityKernel> identity_kernel;
 };
 
 class Session {
@@ -51,12 +56,13 @@ private:
 using OpHandler = std::function<Result<void>(Session&, const Json& request)>;
 using OpTable = std::map<std::string, OpHandler, std::less<>>;
 
-// Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp).
+// Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp, identity_ops.cpp).
 void register_exec_ops(OpTable& ops);
 void register_file_ops(OpTable& ops);
 void register_tar_ops(OpTable& ops);
 void register_forward_ops(OpTable& ops);
 void register_health_ops(OpTable& ops);
+void register_identity_ops(OpTable& ops);
 
 class Agent {
 public:
@@ -69,6 +75,7 @@ public:
     [[nodiscard]] const AgentOptions& options() const { return options_; }
     [[nodiscard]] const std::string& boot_id() const { return boot_id_; }
     [[nodiscard]] ProcessTable& processes() { return *processes_; }
+    [[nodiscard]] IdentityState& identity() { return *identity_; }
     [[nodiscard]] std::size_t active_sessions() const { return sessions_.load(); }
 
 private:
@@ -79,6 +86,7 @@ private:
     std::string boot_id_;
     OpTable ops_;
     std::unique_ptr<ProcessTable> processes_;
+    std::unique_ptr<IdentityState> identity_;
     std::atomic<std::size_t> sessions_{0};
 };
 

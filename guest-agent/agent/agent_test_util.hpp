@@ -14,6 +14,7 @@
 #include "guest-agent/agent/agent.hpp"
 #include "guest-agent/agent/listener.hpp"
 #include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/identity/fake_identity_kernel.hpp"
 
 namespace sbx::agent::testing {
 
@@ -37,11 +38,14 @@ struct AgentHarness {
     TempDir dir;
     std::unique_ptr<Agent> agent;
     std::list<std::thread> threads;
+    // The identity op's kernel calls: never the real ones in a test.
+    std::shared_ptr<FakeIdentityKernel> identity_kernel = std::make_shared<FakeIdentityKernel>();
 
     // `host_prefix`: where connect_host(port) goes, "<dir>/host_<port>".
     explicit AgentHarness(std::string token = std::string(kTestToken)) {
         AgentOptions options;
         options.token = std::move(token);
+        options.identity_kernel = identity_kernel;
         options.env_file = (dir.path / "env").string();
         std::string prefix = (dir.path / "host").string();
         options.connect_host = [prefix](std::uint32_t port) { return connect_unix_host(prefix, port); };

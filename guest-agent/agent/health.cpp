@@ -1,11 +1,13 @@
 // The health op (docs/agent-protocol.md, "health"): boot id, uptime,
-// memory and root file system figures, read from /proc and statvfs.
+// memory and root file system figures, read from /proc and statvfs; the
+// identity generation and vsock CID (identity_state.hpp).
 #include <sys/statvfs.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "guest-agent/agent/agent.hpp"
+#include "guest-agent/identity/identity_state.hpp"
 
 namespace sbx::agent {
 namespace {
@@ -46,6 +48,7 @@ Json disk(const char* path) {
 
 Result<void> health(Session& session, const Json&) {
     Agent& agent = session.agent();
+    auto cid = agent.identity().cid(session.stream().fd());
     return session.stream().write_message(Json{{"type", "result"},
                                                {"agent", kAgentVersion},
                                                {"version", kProtocolVersion},
@@ -54,7 +57,9 @@ Result<void> health(Session& session, const Json&) {
                                                {"memory", meminfo()},
                                                {"disk", disk("/")},
                                                {"sessions", agent.active_sessions()},
-                                               {"authenticated", !agent.options().token.empty()}});
+                                               {"authenticated", !agent.options().token.empty()},
+                                               {"generation", agent.identity().generation()},
+                                               {"cid", cid ? Json(*cid) : Json(nullptr)}});
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ inline constexpr std::string_view kOffsetGone = "offset_gone";
 inline constexpr std::string_view kLimit = "limit";
 inline constexpr std::string_view kConnectFailed = "connect_failed";
 inline constexpr std::string_view kIoError = "io_error";
+inline constexpr std::string_view kNoNetDevice = "no_net_device";
 }  // namespace code
 
 // The error code for a failed system call's errno.

@@ -81,5 +81,15 @@ case "$case" in
     expect_refusal "unknown setting machin.cpus" --config "$tmp/typo.toml" --kernel /x ;;
   bad-console)
     expect_refusal "console 'tty'" --kernel /x --console tty ;;
+  bad-snapshot)
+    # Refused before KVM is opened, and the file is left as it was.
+    head -c 65536 /dev/urandom >"$tmp/random.snap"
+    sum=$(sha256sum <"$tmp/random.snap")
+    expect_refusal "bad_magic:" --restore "$tmp/random.snap"
+    [ "$(sha256sum <"$tmp/random.snap")" = "$sum" ] || fail "$case: the snapshot file changed"
+    printf 'SBXSNAP\0' >"$tmp/short.snap"
+    expect_refusal "truncated:" --restore "$tmp/short.snap"
+    expect_refusal "do not apply to --restore" --restore "$tmp/random.snap" --kernel /x
+    expect_refusal "--restore-mode is eager, lazy or private" --restore "$tmp/random.snap" --restore-mode fast ;;
   *) fail "unknown case $case" ;;
 esac

@@ -94,11 +94,13 @@ struct Restore {
     std::string mode = "eager";
 };
 
-sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Restore& restore) {
+sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Restore& restore,
+                                                  sbx::Vm::Clock::time_point start) {
     if (!flags.kernel.empty() || !flags.initrd.empty() || !flags.cmdline.empty()) {
         return sbx::make_error("--kernel, --initrd and --cmdline do not apply to --restore (the guest is already running)");
     }
     sbx::snapshot::RestoreOptions options;
+    options.start = start;
     if (restore.mode == "lazy") {
         options.mode = sbx::snapshot::RestoreMode::Lazy;
     } else if (restore.mode == "private") {
@@ -184,7 +186,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<sbx::Vm> booted;
     sbx::Vm* vm = nullptr;
     if (!restore.path.empty()) {
-        auto r = restore_vm(f, restore);
+        auto r = restore_vm(f, restore, start);
         if (!r) {
             sbx::log::error("{}", r.error().to_string());
             return kExitConfigError;

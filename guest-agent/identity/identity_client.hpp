@@ -1,0 +1,42 @@
+// The host side of the identity op (docs/agent-protocol.md, "identity"):
+// after restoring a fork, give its guest a fresh RNG seed, its MAC address
+// and a generation number; with no fields, ask what they are.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guest-agent/client/agent_client.hpp"
+
+namespace sbx::agent {
+
+struct IdentityRequest {
+    std::optional<std::uint64_t> generation;
+    std::vector<std::uint8_t> seed;  // empty: no reseed; else kMinSeedBytes..kMaxSeedBytes
+    std::optional<std::string> mac;  // "aa:bb:cc:dd:ee:ff"
+};
+
+// The agent's reply, checked (the guest is untrusted); `raw` is the whole message.
+struct IdentityReply {
+    std::uint64_t generation = 0;
+    std::optional<std::uint32_t> cid;
+    std::optional<std::string> mac;
+    std::optional<std::string> interface;
+    std::string boot_id;
+    bool reseeded = false;
+    bool link_restarted = false;
+    Json raw;
+};
+
+// Checks the request locally first (seed size, MAC syntax): a bad one is
+// an Error without a round trip.
+[[nodiscard]] Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& request);
+
+// `bytes` random bytes from the host's getrandom(2), for IdentityRequest::seed.
+[[nodiscard]] Result<std::vector<std::uint8_t>> random_seed(std::size_t bytes = 64);
+
+// The reply's fields from a result message.
+[[nodiscard]] Result<IdentityReply> parse_identity_reply(const Json& reply);
+
+}  // namespace sbx::agent

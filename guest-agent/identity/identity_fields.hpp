@@ -1,0 +1,35 @@
+// The values of the identity op (docs/agent-protocol.md, "identity") as
+// both ends spell them: an Ethernet address "aa:bb:cc:dd:ee:ff" and the RNG
+// seed as hex. Both come from the other side and are checked here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace sbx::agent {
+
+inline constexpr std::size_t kMinSeedBytes = 32;   // 256 bits: a full reseed of the kernel CRNG
+inline constexpr std::size_t kMaxSeedBytes = 512;
+
+struct MacAddress {
+    std::array<std::uint8_t, 6> bytes{};
+    [[nodiscard]] std::string to_string() const;  // lower-case "aa:bb:cc:dd:ee:ff"
+    bool operator==(const MacAddress&) const = default;
+};
+
+// Six two-digit hex octets separated by ':'. Refused: a multicast address
+// (low bit of the first octet) and all zeros, which the kernel refuses too
+// (is_valid_ether_addr, EADDRNOTAVAIL).
+[[nodiscard]] Result<MacAddress> parse_mac(std::string_view text);
+
+// An even number of hex digits (either case) for kMinSeedBytes to kMaxSeedBytes bytes.
+[[nodiscard]] Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text);
+[[nodiscard]] std::string to_hex(std::span<const std::uint8_t> bytes);
+
+}  // namespace sbx::agent

@@ -1,0 +1,127 @@
+// The identity op (docs/agent-protocol.md, "identity"): what a fork does
+// instead of a VM generation ID device. The host calls it right after
+// restoring a snapshot copy: a fresh seed for the kernel RNG, the fork's
+// MAC address, and a generation number the agent reports from then on.
+#include <cstring>
+#include <fstream>
+
+#include "guest-agent/agent/agent.hpp"
+#include "guest-agent/identity/identity_state.hpp"
+
+namespace sbx::agent {
+namespace {
+
+struct IdentityFields {
+    std::optional<std::uint64_t> generation;
+    std::vector<std::uint8_t> seed;  // empty: none
+    std::optional<MacAddress> mac;
+};
+
+Result<IdentityFields> parse_fields(const Json& request) {
+    IdentityFields fields;
+    if (auto it = request.find("generation"); it != request.end() && !it->is_null()) {
+        if (it->is_number_unsigned()) {
+            fields.generation = it->get<std::uint64_t>();
+        } else if (it->is_number_integer() && it->get<std::int64_t>() >= 0) {
+            fields.generation = static_cast<std::uint64_t>(it->get<std::int64_t>());
+        } else {
+            return make_error("\"generation\" must be an integer from 0 to 2^64-1");
+        }
+    }
+    if (auto it = request.find("seed"); it != request.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            return make_error("\"seed\" must be a string of hex digits");
+        }
+        auto seed = parse_seed_hex(it->get_ref<const std::string&>());
+        if (!seed) {
+            return seed.error();
+        }
+        fields.seed = std::move(*seed);
+    }
+    if (auto it = request.find("mac"); it != request.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            return make_error("\"mac\" must be a string like \"52:54:00:12:34:56\"");
+        }
+        auto mac = parse_mac(it->get_ref<const std::string&>());
+        if (!mac) {
+            return mac.error();
+        }
+        fields.mac = *mac;
+    }
+    return fields;
+}
+
+std::string read_boot_id() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(in, id);
+    return id;
+}
+
+Json optional_json(const auto& value) { return value ? Json(*value) : Json(nullptr); }
+
+Result<void> seed_rng(IdentityKernel& kernel, std::vector<std::uint8_t>& seed) {
+    auto added = kernel.add_entropy(seed);
+    ::explicit_bzero(seed.data(), seed.size());
+    if (!added) {
+        return added;
+    }
+    return kernel.reseed_crng();
+}
+
+Result<void> identity(Session& session, const Json& request) {
+    auto fields = parse_fields(request);
+    if (!fields) {
+        return fields.error();
+    }
+    IdentityState& state = session.agent().identity();
+    IdentityKernel& kernel = state.kernel();
+    std::lock_guard lock(state.mutex());
+
+    // Everything is applied before the generation is stored, so a failed
+    // call can be repeated as a whole.
+    const bool reseed = !fields->seed.empty();
+    if (reseed) {
+        if (auto r = seed_rng(kernel, fields->seed); !r) {
+            return r;
+        }
+    }
+    auto ifname = kernel.virtio_net_interface();
+    bool link_restarted = false;
+    if (fields->mac) {
+        if (!ifname) {
+            return session.stream().write_message(
+                error_message(code::kNoNetDevice, "no virtio-net interface (no /sys/class/net/*/device/driver is "
+                                                  "virtio_net) to give the address " + fields->mac->to_string()));
+        }
+        auto changed = change_hw_address(kernel, *ifname, *fields->mac);
+        if (!changed) {
+            return changed.error().context(fmt::format("setting {} on {}", fields->mac->to_string(), *ifname));
+        }
+        link_restarted = *changed;
+    }
+    if (fields->generation) {
+        state.set_generation(*fields->generation);
+    }
+
+    Json mac = nullptr;
+    if (ifname) {
+        if (auto current = kernel.hw_address(*ifname)) {
+            mac = current->to_string();
+        }
+    }
+    return session.stream().write_message(Json{{"type", "result"},
+                                               {"generation", state.generation()},
+                                               {"cid", optional_json(state.cid(session.stream().fd()))},
+                                               {"mac", mac},
+                                               {"interface", optional_json(ifname)},
+                                               {"boot_id", read_boot_id()},
+                                               {"reseeded", reseed},
+                                               {"link_restarted", link_restarted}});
+}
+
+}  // namespace
+
+void register_identity_ops(OpTable& ops) { ops.emplace("identity", identity); }
+
+}  // namespace sbx::agent
