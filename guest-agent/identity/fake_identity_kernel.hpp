@@ -30,7 +30,8 @@ struct FakeIdentityKernel final : IdentityKernel {
     Result<void> add_entropy(std::span<const std::uint8_t> seed) override {
         std::lock_guard lock(mutex);
         if (entropy_errno != 0) {
-            return errno_error("adding the seed to the kernel RNG (RNDADDENTROPY) on /dev/urandom", entropy_errno);
+            return errno_error("adding the seed to the kernel RNG (RNDADDENTROPY) on /dev/urandom",
+                               entropy_errno);
         }
         entropy.emplace_back(seed.begin(), seed.end());
         return ok();

@@ -19,8 +19,8 @@ int hex_value(char c) {
 }  // namespace
 
 std::string MacAddress::to_string() const {
-    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", bytes[0], bytes[1], bytes[2], bytes[3], bytes[4],
-                       bytes[5]);
+    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", bytes[0], bytes[1], bytes[2], bytes[3],
+                       bytes[4], bytes[5]);
 }
 
 Result<MacAddress> parse_mac(std::string_view text) {
@@ -63,7 +63,8 @@ Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text) {
         int high = hex_value(text[2 * i]);
         int low = hex_value(text[2 * i + 1]);
         if (high < 0 || low < 0) {
-            return make_error("\"seed\" must be hex digits (bad character at {})", high < 0 ? 2 * i : 2 * i + 1);
+            return make_error("\"seed\" must be hex digits (bad character at {})",
+                              high < 0 ? 2 * i : 2 * i + 1);
         }
         seed[i] = static_cast<std::uint8_t>(high << 4 | low);
     }

@@ -14,7 +14,7 @@
 
 namespace sbx::agent {
 
-inline constexpr std::size_t kMinSeedBytes = 32;   // 256 bits: a full reseed of the kernel CRNG
+inline constexpr std::size_t kMinSeedBytes = 32;  // 256 bits: a full reseed of the kernel CRNG
 inline constexpr std::size_t kMaxSeedBytes = 512;
 
 struct MacAddress {

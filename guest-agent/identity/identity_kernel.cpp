@@ -56,11 +56,13 @@ Result<void> random_ioctl(unsigned long request, void* argument, std::string_vie
 
 class SystemIdentityKernel final : public IdentityKernel {
 public:
-    explicit SystemIdentityKernel(std::filesystem::path sys_class_net) : sys_class_net_(std::move(sys_class_net)) {}
+    explicit SystemIdentityKernel(std::filesystem::path sys_class_net)
+        : sys_class_net_(std::move(sys_class_net)) {}
 
     Result<void> add_entropy(std::span<const std::uint8_t> seed) override {
         std::vector<std::uint32_t> words = rand_pool_info_words(seed);
-        auto r = random_ioctl(RNDADDENTROPY, words.data(), "adding the seed to the kernel RNG (RNDADDENTROPY)");
+        auto r =
+            random_ioctl(RNDADDENTROPY, words.data(), "adding the seed to the kernel RNG (RNDADDENTROPY)");
         ::explicit_bzero(words.data(), words.size() * sizeof words[0]);
         return r;
     }

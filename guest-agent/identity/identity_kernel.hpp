@@ -42,7 +42,8 @@ public:
     [[nodiscard]] virtual Result<MacAddress> hw_address(const std::string& ifname) = 0;
     [[nodiscard]] virtual Result<void> set_hw_address(const std::string& ifname, const MacAddress& mac) = 0;
     [[nodiscard]] virtual Result<std::uint32_t> interface_flags(const std::string& ifname) = 0;
-    [[nodiscard]] virtual Result<void> set_interface_flags(const std::string& ifname, std::uint32_t flags) = 0;
+    [[nodiscard]] virtual Result<void> set_interface_flags(const std::string& ifname,
+                                                           std::uint32_t flags) = 0;
 };
 
 // The real system calls. `sys_class_net` is where interfaces are listed

@@ -58,7 +58,9 @@ std::string read_boot_id() {
     return id;
 }
 
-Json optional_json(const auto& value) { return value ? Json(*value) : Json(nullptr); }
+Json optional_json(const auto& value) {
+    return value ? Json(*value) : Json(nullptr);
+}
 
 Result<void> seed_rng(IdentityKernel& kernel, std::vector<std::uint8_t>& seed) {
     auto added = kernel.add_entropy(seed);
@@ -91,12 +93,15 @@ Result<void> identity(Session& session, const Json& request) {
     if (fields->mac) {
         if (!ifname) {
             return session.stream().write_message(
-                error_message(code::kNoNetDevice, "no virtio-net interface (no /sys/class/net/*/device/driver is "
-                                                  "virtio_net) to give the address " + fields->mac->to_string()));
+                error_message(code::kNoNetDevice,
+                              "no virtio-net interface (no /sys/class/net/*/device/driver is "
+                              "virtio_net) to give the address " +
+                                  fields->mac->to_string()));
         }
         auto changed = change_hw_address(kernel, *ifname, *fields->mac);
         if (!changed) {
-            return changed.error().context(fmt::format("setting {} on {}", fields->mac->to_string(), *ifname));
+            return changed.error().context(
+                fmt::format("setting {} on {}", fields->mac->to_string(), *ifname));
         }
         link_restarted = *changed;
     }
@@ -122,6 +127,8 @@ Result<void> identity(Session& session, const Json& request) {
 
 }  // namespace
 
-void register_identity_ops(OpTable& ops) { ops.emplace("identity", identity); }
+void register_identity_ops(OpTable& ops) {
+    ops.emplace("identity", identity);
+}
 
 }  // namespace sbx::agent

@@ -124,7 +124,8 @@ TEST_CASE("malformed fields are bad_request and nothing is applied") {
     check_refused(client, Json{{"generation", "1"}}, "\"generation\" must be an integer");
     check_refused(client, Json{{"generation", 1.5}}, "\"generation\" must be an integer");
     // A bad field refuses the whole request, including the good ones.
-    check_refused(client, Json{{"generation", 9}, {"seed", hex_seed(32)}, {"mac", "ff:ff:ff:ff:ff:ff"}}, "multicast");
+    check_refused(client, Json{{"generation", 9}, {"seed", hex_seed(32)}, {"mac", "ff:ff:ff:ff:ff:ff"}},
+                  "multicast");
     CHECK(h.identity_kernel->entropy.empty());
     CHECK(h.identity_kernel->calls.empty());
     auto query = client.call("identity");
@@ -229,8 +230,8 @@ TEST_CASE("the client checks its request, sends it and reads the reply") {
 }
 
 TEST_CASE("hostile identity replies are refused") {
-    Json good{{"type", "result"}, {"generation", 1u}, {"cid", 3u}, {"mac", nullptr}, {"interface", nullptr},
-              {"boot_id", "b"}, {"reseeded", false}};
+    Json good{{"type", "result"},     {"generation", 1u}, {"cid", 3u},        {"mac", nullptr},
+              {"interface", nullptr}, {"boot_id", "b"},   {"reseeded", false}};
     CHECK(parse_identity_reply(good).has_value());
     auto with = [&](std::string_view key, Json value) {
         Json j = good;
