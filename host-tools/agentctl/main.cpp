@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +25,8 @@
 #include "guest-agent/exec/exec_client.hpp"
 #include "guest-agent/files/files_client.hpp"
 #include "guest-agent/forward/forward_client.hpp"
+#include "guest-agent/identity/identity_client.hpp"
+#include "guest-agent/identity/identity_fields.hpp"
 
 namespace {
 
@@ -110,6 +113,9 @@ struct Options {
     // forward
     std::uint16_t local_port = 0;
     std::string target;
+    // identity
+    std::string generation, seed_hex, mac;
+    bool seed_random = false;
 };
 
 Result<AgentClient> connect(const Options& o) {
@@ -361,6 +367,51 @@ int cmd_forward(const Options& o) {
     return 0;
 }
 
+int cmd_identity(const Options& o) {
+    IdentityRequest request;
+    if (!o.generation.empty()) {
+        std::uint64_t generation = 0;
+        const char* end = o.generation.data() + o.generation.size();
+        auto [at, error] = std::from_chars(o.generation.data(), end, generation);
+        if (error != std::errc() || at != end) {
+            std::fprintf(stderr, "sbx-agentctl: --generation wants an integer from 0 to 2^64-1, got '%s'\n",
+                         o.generation.c_str());
+            return kExitOwnFailure;
+        }
+        request.generation = generation;
+    }
+    if (o.seed_random && !o.seed_hex.empty()) {
+        std::fprintf(stderr, "sbx-agentctl: give --seed-random or --seed, not both\n");
+        return kExitOwnFailure;
+    }
+    if (o.seed_random) {
+        auto seed = random_seed(64);
+        if (!seed) {
+            return fail("identity --seed-random", seed.error());
+        }
+        request.seed = std::move(*seed);
+    } else if (!o.seed_hex.empty()) {
+        auto seed = parse_seed_hex(o.seed_hex);
+        if (!seed) {
+            return fail("identity --seed", seed.error());
+        }
+        request.seed = std::move(*seed);
+    }
+    if (!o.mac.empty()) {
+        request.mac = o.mac;
+    }
+    auto client = connect(o);
+    if (!client) {
+        return fail("identity", client.error());
+    }
+    auto reply = identity(*client, request);
+    if (!reply) {
+        return fail("identity", reply.error());
+    }
+    print_json(reply->raw);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -416,6 +467,13 @@ int main(int argc, char** argv) {
     fwd->add_option("local_port", o.local_port, "0: any free port (printed)")->required();
     fwd->add_option("target", o.target, "GUEST_HOST:GUEST_PORT")->required();
 
+    auto* ident = app.add_subcommand(
+        "identity", "a fork's new identity: RNG seed, MAC, generation; with no options, the current one (JSON)");
+    ident->add_option("--generation", o.generation, "store this generation number (0 to 2^64-1) in the agent");
+    ident->add_flag("--seed-random", o.seed_random, "reseed the guest's RNG with 64 bytes from our getrandom");
+    ident->add_option("--seed", o.seed_hex, "reseed the guest's RNG with these bytes (hex, 32 to 512 bytes)");
+    ident->add_option("--mac", o.mac, "set the virtio-net interface's address (aa:bb:cc:dd:ee:ff)");
+
     CLI11_PARSE(app, argc, argv);
     o.endpoint.port = port;
     o.endpoint.timeout = std::chrono::milliseconds(static_cast<long>(connect_timeout_s * 1000));
@@ -430,5 +488,6 @@ int main(int argc, char** argv) {
     if (*put) return cmd_put(o);
     if (*get) return cmd_get(o);
     if (*fwd) return cmd_forward(o);
+    if (*ident) return cmd_identity(o);
     return kExitOwnFailure;
 }
