@@ -113,6 +113,9 @@ Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::stri
     for (const auto& region : vm.memory().regions()) {
         contents.memory.push_back({region.start.value, region.mapping.bytes()});
     }
+    for (const auto& range : options.working_set) {
+        contents.working_set.push_back({range.start.value, range.size});
+    }
     return write_snapshot(path, contents, WriteOptions{options.zstd_level, options.threads});
 }
 

@@ -18,6 +18,8 @@ struct SaveOptions {
     MemoryMode mode = MemoryMode::Compressed;
     int zstd_level = 1;
     unsigned threads = 0;  // compression threads; 0: one per host CPU
+    // Guest ranges a lazy restore loads first (Vm::stop_dirty_tracking).
+    std::vector<MemoryRegionSpec> working_set;
 };
 
 // Writes a snapshot of `vm`, which must be paused, built from `config`.

@@ -92,6 +92,12 @@ public:
     // The machine state of a paused VM.
     [[nodiscard]] Result<MachineState> save_state() const;
 
+    // The guest's working set, as the pages it writes between the two calls
+    // (KVM dirty logging on every memory slot); stopping returns them as
+    // ranges of guest addresses and turns logging off.
+    [[nodiscard]] Result<void> start_dirty_tracking();
+    [[nodiscard]] Result<std::vector<MemoryRegionSpec>> stop_dirty_tracking();
+
     [[nodiscard]] std::optional<std::chrono::microseconds> boot_time() const { return boot_timer_->boot_time(); }
     [[nodiscard]] const GuestMemory& memory() const { return memory_; }
     [[nodiscard]] unsigned vcpu_count() const { return static_cast<unsigned>(vcpus_.size()); }

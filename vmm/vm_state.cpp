@@ -74,6 +74,48 @@ Result<void> Vm::resume() {
     return ok();
 }
 
+Result<void> Vm::start_dirty_tracking() {
+    std::uint32_t slot = 0;
+    for (const auto& region : memory_.regions()) {
+        if (auto r = kvm_vm_.set_user_memory_region(slot++, region.start.value, region.size(), region.mapping.data(),
+                                                    true);
+            !r) {
+            return r.error();
+        }
+    }
+    return ok();
+}
+
+Result<std::vector<MemoryRegionSpec>> Vm::stop_dirty_tracking() {
+    constexpr std::uint64_t kPage = 4096;
+    std::vector<MemoryRegionSpec> ranges;
+    std::uint32_t slot = 0;
+    for (const auto& region : memory_.regions()) {
+        auto bitmap = kvm_vm_.get_dirty_log(slot, region.size());
+        if (auto r = kvm_vm_.set_user_memory_region(slot, region.start.value, region.size(), region.mapping.data());
+            !r) {
+            return r.error();
+        }
+        ++slot;
+        if (!bitmap) {
+            return bitmap.error();
+        }
+        const std::uint64_t pages = region.size() / kPage;
+        for (std::uint64_t page = 0; page < pages; ++page) {
+            if ((((*bitmap)[page / 64] >> (page % 64)) & 1) == 0) {
+                continue;
+            }
+            GuestAddress addr = region.start + page * kPage;
+            if (!ranges.empty() && ranges.back().start.value + ranges.back().size == addr.value) {
+                ranges.back().size += kPage;
+            } else {
+                ranges.push_back({addr, kPage});
+            }
+        }
+    }
+    return ranges;
+}
+
 Result<MachineState> Vm::save_state() const {
     std::lock_guard lock(run_state_mutex_);
     if (!paused_) {

@@ -62,8 +62,16 @@ count_before=$("$ctl" exec -- cat /tmp/counter)
   || bad "the counter did not start (pid '$pid_before', count '$count_before')"
 
 t=$(now)
-reply=$(control "{\"op\":\"snapshot\",\"path\":\"$snap\",\"mode\":\"$snap_mode\"}"); st=$?
+# A lazy restore loads the working set first: record one (the pages the
+# guest writes in the 300 ms before the pause).
+ws=0; [ "$mode" = lazy ] && ws=300
+reply=$(control "{\"op\":\"snapshot\",\"path\":\"$snap\",\"mode\":\"$snap_mode\",\"working_set_ms\":$ws}"); st=$?
 check "snapshot ($snap_mode) through the control socket" 0 "$st"
+if [ "$mode" = lazy ]; then
+  ws_bytes=$(printf %s "$reply" | sed -n 's/.*"working_set_bytes":\([0-9]*\).*/\1/p')
+  [ "${ws_bytes:-0}" -gt 0 ] && ok "a working set was recorded ($ws_bytes bytes written in 300 ms)" \
+    || bad "no working set recorded: $reply"
+fi
 echo "SNAPSHOT: $mode $(elapsed "$t") s, $(du -k "$snap" 2>/dev/null | cut -f1) KiB on disk: $reply"
 check "the VM is paused after the snapshot" '"paused"' "$(control '{"op":"status"}' | grep -o '"paused"')"
 control '{"op":"stop"}' >/dev/null

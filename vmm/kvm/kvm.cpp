@@ -146,9 +146,10 @@ Result<Vm> System::create_vm() const {
 }
 
 Result<void> Vm::set_user_memory_region(std::uint32_t slot, std::uint64_t guest_phys,
-                                        std::uint64_t size, void* host) const {
+                                        std::uint64_t size, void* host, bool log_dirty) const {
     kvm_userspace_memory_region region{};
     region.slot = slot;
+    region.flags = log_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0;
     region.guest_phys_addr = guest_phys;
     region.memory_size = size;
     region.userspace_addr = reinterpret_cast<std::uint64_t>(host);
@@ -156,6 +157,18 @@ Result<void> Vm::set_user_memory_region(std::uint32_t slot, std::uint64_t guest_
         return sys_error("KVM_SET_USER_MEMORY_REGION slot {} at {:#x}", slot, guest_phys);
     }
     return ok();
+}
+
+Result<std::vector<std::uint64_t>> Vm::get_dirty_log(std::uint32_t slot, std::uint64_t size) const {
+    constexpr std::uint64_t kPage = 4096;
+    std::vector<std::uint64_t> bitmap((size / kPage + 63) / 64, 0);
+    kvm_dirty_log log{};
+    log.slot = slot;
+    log.dirty_bitmap = bitmap.data();
+    if (::ioctl(fd_.get(), KVM_GET_DIRTY_LOG, &log) < 0) {
+        return sys_error("KVM_GET_DIRTY_LOG slot {}", slot);
+    }
+    return bitmap;
 }
 
 Result<void> Vm::create_irqchip() const {

@@ -51,8 +51,15 @@ class Vm {
 public:
     [[nodiscard]] int fd() const { return fd_.get(); }
 
+    // With `log_dirty` (KVM_MEM_LOG_DIRTY_PAGES), KVM records the guest's
+    // writes to the slot for get_dirty_log; a slot's flags may change while
+    // vCPUs run.
     Result<void> set_user_memory_region(std::uint32_t slot, std::uint64_t guest_phys,
-                                        std::uint64_t size, void* host) const;
+                                        std::uint64_t size, void* host, bool log_dirty = false) const;
+    // KVM_GET_DIRTY_LOG (api.rst 4.8): one bit per 4 KiB page of a slot of
+    // `size` bytes, set for each page the guest wrote since the previous
+    // call (or since logging began); the call clears them.
+    [[nodiscard]] Result<std::vector<std::uint64_t>> get_dirty_log(std::uint32_t slot, std::uint64_t size) const;
     // In-kernel PIC + IOAPIC + LAPICs, and the i8254 PIT (KVM_CREATE_PIT2).
     Result<void> create_irqchip() const;
     Result<void> create_pit() const;

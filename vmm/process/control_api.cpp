@@ -1,6 +1,7 @@
 #include "vmm/process/control_api.hpp"
 
 #include <chrono>
+#include <thread>
 
 #include "base/log.hpp"
 #include "snapshot/vm_snapshot.hpp"
@@ -45,9 +46,27 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     if (!options) {
         return ControlServer::error_reply(options.error());
     }
+    // The working set: what the guest writes in the moments before the
+    // pause, which a lazy restore then loads first.
+    const auto window = std::chrono::milliseconds(request.value("working_set_ms", 0U));
+    const bool track = window.count() > 0 && !vm.paused();
+    if (track) {
+        if (auto r = vm.start_dirty_tracking(); !r) {
+            return ControlServer::error_reply(r.error());
+        }
+        std::this_thread::sleep_for(window);
+    }
     const auto start = std::chrono::steady_clock::now();
-    if (auto r = vm.pause(); !r) {
-        return ControlServer::error_reply(r.error());
+    auto paused_ok = vm.pause();
+    if (track) {
+        auto ranges = vm.stop_dirty_tracking();
+        if (!ranges) {
+            return ControlServer::error_reply(ranges.error());
+        }
+        options->working_set = std::move(*ranges);
+    }
+    if (!paused_ok) {
+        return ControlServer::error_reply(paused_ok.error());
     }
     const auto paused = std::chrono::steady_clock::now();
     auto stats = snapshot::save_vm(vm, config, request["path"].get<std::string>(), *options);
@@ -69,6 +88,11 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     reply["file_bytes"] = stats->file_bytes;
     reply["pause_ms"] = pause_ms;
     reply["write_ms"] = stats->seconds * 1000;
+    std::uint64_t working_set = 0;
+    for (const auto& range : options->working_set) {
+        working_set += range.size;
+    }
+    reply["working_set_bytes"] = working_set;
     return reply;
 }
 
