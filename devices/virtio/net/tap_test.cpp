@@ -222,8 +222,11 @@ TEST_CASE("conformance over a real tap") {
         MESSAGE("skipped (needs CAP_NET_ADMIN): " << why);
         return;
     }
-    auto make = [] {
-        auto net = Net::open(NetConfig{tap_name("sbxconf"), kMac});
+    // Each device gets its own tap: the conformance check holds two at once
+    // (a snapshot restored into a fresh device).
+    int made = 0;
+    auto make = [&made] {
+        auto net = Net::open(NetConfig{tap_name(made++ % 2 == 0 ? "sbxconfa" : "sbxconfb"), kMac});
         REQUIRE(net.has_value());
         return std::unique_ptr<VirtioDevice>(std::move(*net));
     };
