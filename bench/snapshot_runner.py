@@ -6,7 +6,7 @@ minimal image (busybox + sbx-agent) and memory size.
 sbx-vmm: snapshot through the control socket (compressed, then raw), then
   restore eager and lazy from the compressed file and private from the raw
   one. QEMU: `migrate exec:cat>FILE` over QMP, restored with
-  `-incoming exec:cat FILE`.
+  `-incoming defer` and `migrate-incoming exec:cat FILE`.
 Each restore reports: time to the first guest instruction (sbx-vmm: its
 "VM set up in" log line, measured from its process start; QEMU: QMP
 query-status says running), time to the first agent answer (health over
@@ -254,12 +254,16 @@ def qemu(args, token):
 
     t0 = time.monotonic()
     with open(f"{work}/qemu-restore.log", "w") as log:
-        proc = subprocess.Popen(qemu_argv(args, token, work, ["-incoming", f"exec:cat {snap}"]),
+        proc = subprocess.Popen(qemu_argv(args, token, work, ["-incoming", "defer"]),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     qmp = Qmp(f"{work}/qmp.sock")
+    qmp.cmd("migrate-incoming", uri=f"exec:cat {snap}")
     status = None
     while status != "running":
         status = qmp.cmd("query-status").get("status")
+        if status == "paused" and qmp.cmd("query-migrate").get("status") == "completed":
+            qmp.cmd("cont")  # the source was stopped for the save, so the state arrives paused
+            continue
         if status not in ("inmigrate", "running", "prelaunch") or time.monotonic() - t0 > 300:
             raise RuntimeError(f"QEMU's incoming migration: status {status}; {qmp.cmd('query-migrate')}")
         time.sleep(0.005)
