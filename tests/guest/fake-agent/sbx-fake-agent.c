@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -96,6 +97,13 @@ int main(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
     sigaction(SIGTERM, &sa, NULL);
+    // SIGTERM stays blocked except inside ppoll() below: one arriving just
+    // before the wait would otherwise be handled before it and missed.
+    sigset_t term, unblocked;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &unblocked);
+    sigdelset(&unblocked, SIGTERM);
 
     char cmdline[4096], uptime[64], token[256];
     read_file("/proc/cmdline", cmdline, sizeof cmdline);
@@ -185,6 +193,7 @@ int main(void) {
         say("REBOOT", "running reboot");
         pid_t pid = fork();
         if (pid == 0) {
+            sigprocmask(SIG_SETMASK, &unblocked, NULL);
             execlp("reboot", "reboot", (char *)NULL);
             _exit(127);
         }
@@ -194,11 +203,10 @@ int main(void) {
     }
 
     while (!stop) {
-        if (lfd >= 0) {
-            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct pollfd p = {lfd, POLLIN, 0};
+        if (ppoll(&p, lfd >= 0 ? 1 : 0, NULL, &unblocked) > 0) {
+            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (c >= 0) close(c);
-        } else {
-            pause();
         }
     }
     say("STOP", "SIGTERM");
