@@ -160,7 +160,11 @@ def sbx(args, token):
     control(ctl, {"op": "stop"})
     stop(proc)
     for restore_mode, snap in (("eager", "compressed"), ("lazy", "compressed"), ("private", "raw")):
-        restore_sbx(args, token, restore_mode, snaps[snap])
+        try:
+            restore_sbx(args, token, restore_mode, snaps[snap])
+        except (OSError, RuntimeError, TimeoutError) as e:
+            say(f"BENCH-RESTORE: sbx-{restore_mode} FAILED: {e}")
+            dump_logs(work)
         if restore_mode == "lazy":
             os.unlink(snaps["compressed"])
     os.unlink(snaps["raw"])
@@ -175,7 +179,12 @@ def restore_sbx(args, token, mode, snap):
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     agent = Agent("sbx", work, token)
-    agent.wait(deadline_s=120)
+    try:
+        agent.wait(deadline_s=120)
+    except TimeoutError:
+        proc.kill()
+        proc.wait()
+        raise
     to_agent = time.monotonic() - t0
     setup = wait_for_line(log_path, r"VM set up in ([0-9.]+) ms", 60)
     loaded = "on-touch"
