@@ -12,6 +12,13 @@ constexpr std::uint32_t kLeaf1EcxHypervisor = 1U << 31;
 constexpr std::uint32_t kLeaf1EdxHtt = 1U << 28;
 constexpr std::uint32_t kClflushLineSize = 8;  // in 8-byte units: 64 bytes
 
+// KVM paravirtual features, leaf 0x40000001 EAX (Documentation/virt/kvm/
+// x86/cpuid.rst): asynchronous page faults, in either delivery.
+constexpr std::uint32_t kKvmLeaf = 0x40000001;
+constexpr std::uint32_t kKvmFeatureAsyncPf = 1U << 4;
+constexpr std::uint32_t kKvmFeatureAsyncPfVmexit = 1U << 10;
+constexpr std::uint32_t kKvmFeatureAsyncPfInt = 1U << 14;
+
 // Topology level types for leaves 0xB/0x1F ECX[15:8].
 constexpr std::uint32_t kLevelSmt = 1;
 constexpr std::uint32_t kLevelCore = 2;
@@ -66,6 +73,14 @@ std::vector<CpuidEntry> guest_cpuid(std::vector<CpuidEntry> supported, const Cpu
             }
             case 0xa:  // no architectural performance monitoring
                 e.eax = e.ebx = e.ecx = e.edx = 0;
+                break;
+            case kKvmLeaf:
+                // No async page faults: a guest task waiting for "page
+                // ready" can sleep forever when memory comes in through
+                // userfaultfd after a restore (seen in a lazy restore here,
+                // as in Firecracker #3020; Cloud Hypervisor and libkrun
+                // turn them off too). They only help when the host swaps.
+                e.eax &= ~(kKvmFeatureAsyncPf | kKvmFeatureAsyncPfVmexit | kKvmFeatureAsyncPfInt);
                 break;
             case 0x80000008:
                 // ECX[7:0] NC: cores - 1; ECX[15:12] ApicIdSize.

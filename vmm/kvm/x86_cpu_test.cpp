@@ -63,3 +63,13 @@ TEST_CASE("boot MSRs enable MTRRs with write-back default") {
     }
     CHECK(found);
 }
+
+TEST_CASE("guest_cpuid hides KVM async page faults and keeps the other PV features") {
+    // kvmclock (bits 0, 3), async PF (4), PV EOI (6), async PF VM exit (10), async PF INT (14).
+    const std::uint32_t offered = (1U << 0) | (1U << 3) | (1U << 4) | (1U << 6) | (1U << 10) | (1U << 14);
+    std::vector<CpuidEntry> supported = {{0x40000001, 0, 0, offered, 0, 0, 0}};
+    auto out = guest_cpuid(supported, CpuTopology{0, 1, false});
+    const auto* kvm = find(out, 0x40000001);
+    REQUIRE(kvm);
+    CHECK(kvm->eax == ((1U << 0) | (1U << 3) | (1U << 6)));
+}
