@@ -30,6 +30,7 @@ import time
 sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "tests", "guest"))
+import vmm_control  # noqa: E402
 import vmrun  # noqa: E402
 from agent_frames import recv_message, send_frame  # noqa: E402
 
@@ -89,19 +90,10 @@ def fill(agent, mib):
                 f"head -c {mib << 20} /dev/urandom > /fill/data")
 
 
-def control(path, request):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect(path)
-        s.sendall(json.dumps(request).encode() + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-    reply = json.loads(reply)
+def control(path, message):
+    reply = vmm_control.request(path, message)
     if not reply.get("ok"):
-        raise RuntimeError(f"{request}: {reply}")
+        raise RuntimeError(f"{message}: {reply}")
     return reply
 
 

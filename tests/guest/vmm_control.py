@@ -10,23 +10,29 @@ import socket
 import sys
 
 
+def request(path, message):
+    """Sends one request (a dict) to the control socket at PATH; returns the reply (a dict)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall(json.dumps(message).encode() + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    return json.loads(reply or b"{}")
+
+
 def main() -> int:
-    path, request = sys.argv[1], json.loads(sys.argv[2])
+    path, message = sys.argv[1], json.loads(sys.argv[2])
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(path)
-            s.sendall(json.dumps(request).encode() + b"\n")
-            reply = b""
-            while not reply.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                reply += chunk
+        reply = request(path, message)
     except OSError as e:
         print(f"cannot reach {path}: {e}", file=sys.stderr)
         return 2
-    print(reply.decode().strip())
-    return 0 if json.loads(reply or b"{}").get("ok") else 1
+    print(json.dumps(reply, separators=(",", ":")))
+    return 0 if reply.get("ok") else 1
 
 
 if __name__ == "__main__":
