@@ -22,6 +22,13 @@ control() { /usr/bin/python3 "$here/vmm_control.py" "$1" "$2"; }
 json_field() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^,\"}]*\\).*/\\1/p"; }
 agent() { local i=$1; shift; SBX_AGENT_UDS=$w/v$i.sock "$ctl" "$@"; }
 smaps_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/smaps_rollup"; }
+# shellcheck source=SCRIPTDIR/wait_lib.sh
+. "$here/wait_lib.sh"  # wait_until, wait_counter, wait_exit
+# counter_of I : VM I's counter (may be empty: `echo $i >/tmp/counter`
+# truncates the file before it writes).
+counter_of() { agent "$1" exec -- cat /tmp/counter; }
+# counter_pid I : sets $pid to the counting process's PID in VM I.
+counter_pid() { pid=$(agent "$1" status "$id" 2>/dev/null | json_field pid); [ -n "$pid" ]; }
 
 w=$(mktemp -d /tmp/fork-session.XXXXXX)
 export SBX_AGENT_TOKEN
@@ -37,9 +44,13 @@ origin=$!
 pids+=("$origin")
 agent 0 wait --timeout 600 >/dev/null || { echo "FAIL: the agent never answered"; tail -n 30 "$logdir/origin-console.log"; exit 1; }
 id=$(agent 0 exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' 2>/dev/null)
-sleep 1
-pid_before=$(agent 0 status "$id" | json_field pid)
-count_before=$(agent 0 exec -- cat /tmp/counter)
+[ -n "$id" ] || { echo "FAIL: exec --detach of the counter printed no id"; exit 1; }
+# Until the counter has written a value (not a fixed sleep: under the
+# harness the process may take seconds to start).
+pid=; wait_until 120 "the PID of the counting process $id" counter_pid 0; pid_before=$pid
+wait_counter count_before 120 0 counter_of 0
+[ -n "$pid_before" ] && [ "${count_before:-0}" -gt 0 ] \
+  || { echo "FAIL: the counter did not start (pid '$pid_before', count '$count_before')"; exit 1; }
 control "$w/c0.sock" "{\"op\":\"snapshot\",\"path\":\"$w/vm.snap\",\"mode\":\"raw\"}" >/dev/null \
   && ok "raw snapshot of the origin (counter process $pid_before at $count_before)" || bad "snapshot failed"
 control "$w/c0.sock" '{"op":"stop"}' >/dev/null
@@ -66,18 +77,54 @@ done
 randoms=$(for i in $(seq 1 $forks); do agent "$i" exec --shell 'head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n"'; echo; done)
 check "4 forks give 4 different /dev/urandom outputs" "$forks" "$(printf '%s\n' "$randoms" | sort -u | grep -c .)"
 
-# Counters diverge: fork 1 is paused for 2 s while the others count on.
+# Counters diverge: fork 1 is paused for 2 s (a deliberate duration) while
+# the others count on. No check depends on how far a counter gets in those
+# 2 s (an agent round trip alone can take seconds under the harness):
+#  - a_K: every fork's counter before the pause, read in the order 2 3 4 1,
+#    each at least count_before (every fork starts from the snapshot);
+#  - while fork 1 is paused, its VMM says so and every other fork's counter
+#    moves past its a_K (waited for, with a deadline);
+#  - after the resume, fork 1 is read first (b_1 >= a_1) and moves on,
+#    then the others (b_K);
+#  - fork 1 lags: its gain b_1 - a_1 is below every other fork's gain
+#    b_K - a_K. Fork 1's window [a_1, b_1] lies inside each other fork's
+#    [a_K, b_K], and fork 1 did not run for the pause (2 s plus the waits
+#    for the other counters), so this holds unless fork 1's counter ran
+#    several times faster than another's.
+declare -A a b
+for i in 2 3 4 1; do
+  wait_counter "a[$i]" 120 "$((count_before - 1))" counter_of "$i" \
+    || bad "fork $i's counter is not at or above $count_before before the pause (last '${a[$i]}')"
+done
 control "$w/c1.sock" '{"op":"pause"}' >/dev/null || bad "pause of fork 1"
+check "fork 1's VMM reports it paused" '"paused"' "$(control "$w/c1.sock" '{"op":"status"}' | grep -o '"paused"')"
 sleep 2
+moved=
+for i in 2 3 4; do
+  wait_counter "b[$i]" 120 "${a[$i]:-0}" counter_of "$i" && moved+=" $i:${a[$i]}->${b[$i]}" \
+    || bad "fork $i's counter did not move past ${a[$i]} while fork 1 was paused (last '${b[$i]}')"
+done
+[ -n "$moved" ] && ok "while fork 1 is paused the other forks count on:$moved"
 control "$w/c1.sock" '{"op":"resume"}' >/dev/null || bad "resume of fork 1"
-counts=$(for i in $(seq 1 $forks); do agent "$i" exec -- cat /tmp/counter; done | tr '\n' ' ')
-read -r -a c <<<"$counts"
-if [ "${#c[@]}" -eq "$forks" ] && [ "${c[0]}" -ge "$count_before" ] && [ "${c[0]}" -lt "${c[1]}" ] \
-   && [ "${c[0]}" -lt "${c[2]}" ] && [ "${c[0]}" -lt "${c[3]}" ]; then
-  ok "the counters diverge from $count_before: $counts(fork 1 was paused for 2 s)"
+wait_counter "b[1]" 120 "$((${a[1]:-1} - 1))" counter_of 1
+wait_counter after1 120 "${b[1]:-0}" counter_of 1
+if [ "${b[1]:-0}" -ge "${a[1]:-1}" ] && [ "${after1:-0}" -gt "${b[1]:-0}" ]; then
+  ok "fork 1 counts on after its resume: ${a[1]} before the pause, ${b[1]} after, then $after1"
 else
-  bad "the counters: $counts(from $count_before; fork 1, paused 2 s, should be lowest)"
+  bad "fork 1 after its resume: '${b[1]}' (before the pause: '${a[1]}'), then '$after1'"
 fi
+for i in 2 3 4; do wait_counter "b[$i]" 120 0 counter_of "$i"; done
+counts="a: ${a[1]} ${a[2]} ${a[3]} ${a[4]}, b: ${b[1]} ${b[2]} ${b[3]} ${b[4]}"
+lags=1
+for i in 2 3 4; do
+  [ $(( ${b[1]:-0} - ${a[1]:-0} )) -lt $(( ${b[$i]:-0} - ${a[$i]:-0} )) ] || lags=0
+done
+if [ "$lags" = 1 ]; then
+  ok "fork 1, paused for 2 s, gained least: $counts (from $count_before)"
+else
+  bad "fork 1, paused for 2 s, should gain least: $counts (from $count_before)"
+fi
+echo "FORK-COUNTERS: before=$count_before $counts"
 
 # Shared memory: pages read from the snapshot are the same page-cache pages in every fork.
 rss=0 pss=0
@@ -95,9 +142,7 @@ for i in $(seq 1 $forks); do
   agent "$i" exec --timeout-ms 20000 -- reboot >/dev/null 2>&1
 done
 for i in $(seq 1 $forks); do
-  st=; for _ in $(seq 1 240); do
-    if ! kill -0 "${pids[$i]}" 2>/dev/null; then wait "${pids[$i]}"; st=$?; break; fi; sleep 0.5
-  done
+  wait_exit "${pids[$i]}" 120
   check "fork $i's sbx-vmm exits 0 after its reboot" 0 "${st:-still running}"
 done
 echo "FORK-SESSION-FAILURES: $failures"

@@ -19,14 +19,13 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 control() { /usr/bin/python3 "$here/vmm_control.py" "$control_sock" "$1"; }
 json_field() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p"; }
-# wait_exit PID SECONDS : sets $st to the exit status, or empty if still running.
-wait_exit() {
-  st=
-  for _ in $(seq 1 $(($2 * 2))); do
-    if ! kill -0 "$1" 2>/dev/null; then wait "$1"; st=$?; return; fi
-    sleep 0.5
-  done
-}
+# shellcheck source=SCRIPTDIR/wait_lib.sh
+. "$here/wait_lib.sh"  # wait_until, wait_counter, wait_exit
+# counter : the counting process's last value (may be empty: the shell's
+# `echo $i >/tmp/counter` truncates the file before it writes).
+counter() { "$ctl" exec -- cat /tmp/counter; }
+# counter_pid : sets $pid to the counting process's PID from `status ID`.
+counter_pid() { pid=$("$ctl" status "$id" 2>/dev/null | json_field pid); [ -n "$pid" ]; }
 
 w=$(mktemp -d /tmp/snapshot-session.XXXXXX)
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -53,13 +52,15 @@ fi
 # A process counting in its own memory, reporting each value to a file on
 # the guest's tmpfs (guest RAM as well).
 id=$("$ctl" exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' 2>/dev/null)
+[ -n "$id" ] || { echo "FAIL: exec --detach of the counter printed no id"; exit 1; }
 printf 'before-%s\n' "$token" >"$w/before"
 "$ctl" put "$w/before" /tmp/before 2>/dev/null || bad "put of /tmp/before"
-sleep 1
-pid_before=$("$ctl" status "$id" | json_field pid)
-count_before=$("$ctl" exec -- cat /tmp/counter)
+# Until the counter has written a value (not a fixed sleep: under the
+# harness the process may take seconds to start).
+pid=; wait_until 120 "the PID of the counting process $id" counter_pid; pid_before=$pid
+wait_counter count_before 120 0 counter
 [ -n "$pid_before" ] && [ "${count_before:-0}" -gt 0 ] && ok "counter process $pid_before at $count_before" \
-  || bad "the counter did not start (pid '$pid_before', count '$count_before')"
+  || { echo "FAIL: the counter did not start (pid '$pid_before', count '$count_before')"; exit 1; }
 
 t=$(now)
 # A lazy restore loads the working set first: record one (the pages the
@@ -75,7 +76,7 @@ fi
 echo "SNAPSHOT: $mode $(elapsed "$t") s, $(du -k "$snap" 2>/dev/null | cut -f1) KiB on disk: $reply"
 check "the VM is paused after the snapshot" '"paused"' "$(control '{"op":"status"}' | grep -o '"paused"')"
 control '{"op":"stop"}' >/dev/null
-wait_exit "$vmm_pid" 60
+wait_exit "$vmm_pid" 120
 check "the snapshotted sbx-vmm exits 0 on stop" 0 "${st:-still running}"
 
 # Refusals leave the file alone and start nothing.
@@ -95,15 +96,15 @@ if health=$("$ctl" wait --timeout 120); then
 else
   bad "the restored guest's agent never answered; vmm output:"; tail -n 20 "$logdir/$mode-restored-vmm.out"
 fi
-count_after=$("$ctl" exec -- cat /tmp/counter)
-sleep 1
-count_later=$("$ctl" exec -- cat /tmp/counter)
-pid_after=$("$ctl" status "$id" | json_field pid)
+# The first value read after the restore, then one past it: it counts on.
+wait_counter count_after 120 0 counter
+wait_counter count_later 120 "${count_after:-0}" counter
+pid=; counter_pid; pid_after=$pid
 check "the counting process has the same PID" "$pid_before" "$pid_after"
-if [ "${count_after:-0}" -ge "${count_before:-1}" ] && [ "${count_later:-0}" -gt "${count_after:-0}" ]; then
-  ok "it counts on from where it was: $count_before before, $count_after at restore, $count_later a second later"
+if [ "${count_after:-0}" -ge "$count_before" ] && [ "${count_later:-0}" -gt "${count_after:-0}" ]; then
+  ok "it counts on from where it was: $count_before before, $count_after at restore, then $count_later"
 else
-  bad "the counter: $count_before before, '$count_after' at restore, '$count_later' a second later"
+  bad "the counter: $count_before before, '$count_after' at restore, then '$count_later' (must be >= $count_before, then move on)"
 fi
 check "the file written before the snapshot is there" "before-$token" "$("$ctl" exec -- cat /tmp/before)"
 
