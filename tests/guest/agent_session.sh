@@ -8,6 +8,9 @@
 #   into level 1's /tmp; minimal: IMAGE is the initramfs.
 set -uo pipefail
 kind=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/wait_lib.sh
+. "$here/wait_lib.sh"  # wait_until, wait_exit
 PATH=$PATH:/usr/sbin:/sbin
 failures=0
 ok() { echo "ok: $*"; }
@@ -94,16 +97,25 @@ rm -f "$w/big" "$w/back"
 if [ "$kind" = rootfs ]; then
   # A detached process: attach, disconnect (SIGINT) mid-stream, reattach
   # from the printed offset; the two parts make the whole output once.
-  id=$("$ctl" exec --detach --shell 'for i in $(seq 1 30); do echo line-$i; sleep 0.2; done' 2>/dev/null)
+  # "Mid-stream" by construction, not by timing: after line-15 the process
+  # waits (up to 600 s) for /tmp/sbx-attach-go, made after the disconnect.
+  id=$("$ctl" exec --detach --shell 'for i in $(seq 1 15); do echo line-$i; sleep 0.2; done
+    n=0; while [ ! -e /tmp/sbx-attach-go ] && [ $n -lt 3000 ]; do sleep 0.2; n=$((n + 1)); done
+    for i in $(seq 16 30); do echo line-$i; sleep 0.2; done' 2>/dev/null)
   [ -n "$id" ] && ok "a detached process started (id $id)" || bad "exec --detach printed no id"
-  sleep 1
-  timeout -s INT 2 "$ctl" attach "$id" >"$w/part1" 2>"$w/attach1.err"
+  "$ctl" attach "$id" >"$w/part1" 2>"$w/attach1.err" &
+  attach=$!
+  attached() { grep -qx line-1 "$w/part1" || ! kill -0 "$attach" 2>/dev/null; }
+  wait_until 300 "the first attach to print line-1" attached
+  kill -INT "$attach" 2>/dev/null
+  wait_exit "$attach" 60 || { kill -9 "$attach"; wait "$attach"; }
   off=$(sed -n 's/^end_offset=//p' "$w/attach1.err" | tail -n1)
-  if [ -n "$off" ] && [ -s "$w/part1" ]; then
+  if [ -n "$off" ] && [ -s "$w/part1" ] && ! grep -qx line-30 "$w/part1"; then
     ok "the first attach got $(wc -l <"$w/part1") lines, disconnected at offset $off"
   else
     bad "first attach: offset '$off', $(wc -c <"$w/part1") bytes, stderr: $(cat "$w/attach1.err")"
   fi
+  "$ctl" exec -- touch /tmp/sbx-attach-go || bad "touch /tmp/sbx-attach-go"
   "$ctl" attach "$id" --offset "${off:-0}" >"$w/part2" 2>"$w/attach2.err"
   check "the reattach from that offset follows to the exit" "exit_status=0" \
     "$(grep exit_status "$w/attach2.err")"
@@ -118,23 +130,23 @@ if [ "$kind" = rootfs ]; then
   "$ctl" put --mkdirs "$w/index" /tmp/www/hello.txt 2>/dev/null || bad "put of the web page"
   web=$("$ctl" exec --detach --cwd /tmp/www -- python3 -m http.server 8000 --bind 127.0.0.1 2>/dev/null)
   # The server answers inside the guest before the host tries.
+  # (Polled with a 180 s deadline: the server may take seconds to start.)
   inside=$("$ctl" exec -- python3 -c 'import time, urllib.request
-for _ in range(60):
+deadline = time.monotonic() + 180
+while True:
     try:
-        print(urllib.request.urlopen("http://127.0.0.1:8000/hello.txt", timeout=5).read().decode().strip()); break
-    except OSError: time.sleep(0.5)' 2>&1)
+        print(urllib.request.urlopen("http://127.0.0.1:8000/hello.txt", timeout=10).read().decode().strip()); break
+    except OSError as e:
+        if time.monotonic() > deadline: print(f"no answer in 180 s: {e}"); break
+        time.sleep(0.2)' 2>&1)
   check "the guest's http.server answers inside the guest" "served-$token" "$inside"
   "$ctl" forward 0 127.0.0.1:8000 >"$logdir/fwd.out" 2>&1 &
   fwd=$!
-  port=
-  for _ in $(seq 1 100); do
-    port=$(sed -n 's/^forwarding 127.0.0.1:\([0-9]*\) .*/\1/p' "$logdir/fwd.out"); [ -n "$port" ] && break; sleep 0.1
-  done
-  body=
-  for _ in $(seq 1 60); do
-    body=$(curl -sSf --max-time 10 "http://127.0.0.1:$port/hello.txt" 2>>"$logdir/curl.err") && break
-    sleep 1
-  done
+  port= body=
+  fwd_port() { port=$(sed -n 's/^forwarding 127.0.0.1:\([0-9]*\) .*/\1/p' "$logdir/fwd.out"); [ -n "$port" ]; }
+  fetch() { body=$(curl -sSf --max-time 20 "http://127.0.0.1:$port/hello.txt" 2>>"$logdir/curl.err"); }
+  wait_until 120 "'sbx-agentctl forward' to print its port" fwd_port &&
+    WAIT_INTERVAL=1 wait_until 180 "an answer through the forwarded port" fetch
   check "the guest's http.server reached through 'sbx-agentctl forward' (port $port)" "served-$token" "$body"
   kill "$fwd"; wait "$fwd" 2>/dev/null
   [ -n "$body" ] || { echo "forward output:"; cat "$logdir/fwd.out"; tail -n 3 "$logdir/curl.err"; \
@@ -155,11 +167,7 @@ case "$st:$out" in 125:*unauthorized*) ok "a wrong token is refused: $out" ;;
 # The end: the guest reboots and sbx-vmm exits 0.
 if [ "$kind" = rootfs ]; then stop=(systemctl reboot); else stop=(reboot); fi
 "$ctl" exec --timeout-ms 20000 -- "${stop[@]}" >/dev/null 2>&1
-st=
-for _ in $(seq 1 240); do
-  if ! kill -0 $vmm_pid 2>/dev/null; then wait $vmm_pid; st=$?; break; fi
-  sleep 0.5
-done
+wait_exit "$vmm_pid" 120
 if [ -z "$st" ]; then
   bad "sbx-vmm still running 120 s after '${stop[*]}' (killed)"
   kill -9 $vmm_pid; wait $vmm_pid
