@@ -139,7 +139,7 @@ def run_one(vmm, args, image_copy, out):
             return
         mark("announce")
         connections.append(conn)  # kept open until the VM has ended
-        conn.settimeout(10)
+        conn.settimeout(60)  # the message follows the connection; generous under the harness
         data = b""
         try:
             while len(data) < 4096 and b"\n" not in data:
@@ -188,6 +188,8 @@ def run_one(vmm, args, image_copy, out):
         deadline = time.monotonic() + args.timeout
         while machine.proc.poll() is None and time.monotonic() < deadline:
             if announced.wait(0.2):
+                # A deliberate duration, not a wait for a condition: the VM
+                # runs on this long before the host stops it.
                 time.sleep(args.stop_after_announce)
                 emit(f"HOST-STOP: agent announced{' and answered' if args.hello else ''}, "
                      f"stopping {vmm} after {args.stop_after_announce} s more")

@@ -427,7 +427,8 @@ def scenario_net(machine, args, workdir):
             conn.sendall(b"hello-from-host-tcp\n")
 
     def on_listening(port_text):
-        port, deadline = int(port_text), time.monotonic() + 60
+        # Under the guest's 120 s `timeout nc -l`, generous under the harness.
+        port, deadline = int(port_text), time.monotonic() + 100
         while True:  # busybox nc says nothing when it listens: retry
             try:
                 conn = socket.create_connection((GUEST_IP, port), timeout=10)
