@@ -3,6 +3,35 @@
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }
+# skip REASON : this test cannot run here; exit 77 (meson counts it as
+# SKIP) with a one-line reason. Only for what the machine lacks, never for a
+# failure of the thing under test.
+skip() { echo "SKIP: $*"; exit 77; }
+
+# need_cmd CMD WHAT : skip unless CMD is on PATH (or in /usr/sbin, /sbin).
+need_cmd() {
+  PATH=$PATH:/usr/sbin:/sbin command -v "$1" >/dev/null 2>&1 || skip "no $1 here ($2)"
+}
+
+# need_harness : skip unless tests/nested can run guests here, with the
+# same choice of mode as tests/nested: direct (hardware KVM, or already in
+# the harness) needs /dev/kvm; nested needs QEMU and busybox on this machine.
+need_harness() {
+  local mode=${SBX_HARNESS:-}
+  if [ -z "$mode" ]; then
+    if [ "${SBX_NESTED:-}" = 1 ] || [ -d /sys/module/kvm_amd ] || [ -d /sys/module/kvm_intel ]; then
+      mode=direct
+    else
+      mode=nested
+    fi
+  fi
+  if [ "$mode" = direct ]; then
+    [ -c /dev/kvm ] || skip "no /dev/kvm for tests/nested's direct mode"
+  else
+    need_cmd qemu-system-x86_64 "tests/nested boots its level-1 machine with it"
+    need_cmd busybox "tests/nested's level-1 init"
+  fi
+}
 
 # expect_contains HAYSTACK NEEDLE WHAT
 expect_contains() {

@@ -11,6 +11,8 @@ PATH=$PATH:/usr/sbin:/sbin
 # when it exists, else the placeholder tests/guest/fake-agent.
 # SBX_TEST_AGENT=fake or real forces one (real fails if it is missing).
 agent_prepare() {
+  need_harness
+  [ -x /usr/bin/python3 ] || skip "no /usr/bin/python3 (the level-1 side runs with it)"
   kernel=$("$src/images/build" vmlinux)
   local real="${SBX_AGENT:-$build/guest-agent/sbx-agent}"
   case "${SBX_TEST_AGENT:-auto}" in
@@ -66,8 +68,9 @@ expect_in() {
   expect_contains "$text" "$2" "$3 ($1)"
 }
 
-# expect_not_in VMM NEEDLE WHAT
+# expect_not_in VMM NEEDLE WHAT (a missing log fails: no silent pass)
 expect_not_in() {
+  [ -f "$work/$1.log" ] || fail "$3 ($1): no log $work/$1.log"
   if grep -F -- "$2" "$work/$1.log" >&2; then
     fail "$3 ($1): the log has '$2'"
   fi

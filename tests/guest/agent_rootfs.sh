@@ -17,6 +17,7 @@ src=$1 build=$2 kind=${3:-rootfs}
 # shellcheck source=SCRIPTDIR/agent_lib.sh
 . "$src/tests/guest/agent_lib.sh"
 
+[ "$kind" = rootfs ] && need_cmd curl "the port-forwarding check fetches through it"
 SBX_TEST_AGENT=real agent_prepare "agent-$kind"
 ctl=$build/host-tools/sbx-agentctl
 [ -x "$ctl" ] || fail "no $ctl (build it first)"

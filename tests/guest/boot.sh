@@ -6,6 +6,7 @@
 set -euo pipefail
 src=$1 build=$2 cpus=$3 format=$4
 . "$src/tests/lib.sh"
+need_harness
 
 kernel=$("$src/images/build" "$format")
 initrd=$("$src/images/build" initramfs)

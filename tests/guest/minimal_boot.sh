@@ -19,6 +19,7 @@ src=$1 build=$2
 # shellcheck source=SCRIPTDIR/agent_lib.sh
 . "$src/tests/guest/agent_lib.sh"
 
+need_cmd qemu-system-x86_64 "the image boots under QEMU -M microvm too"
 agent_prepare minimal-boot
 real_agent=
 if [ "$agent_kind" = real ]; then

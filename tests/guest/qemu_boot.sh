@@ -6,6 +6,8 @@
 set -euo pipefail
 src=$1
 . "$src/tests/lib.sh"
+need_harness
+need_cmd qemu-system-x86_64 "the QEMU -M microvm reference"
 
 kernel=$("$src/images/build" vmlinux)
 initrd=$("$src/images/build" initramfs)

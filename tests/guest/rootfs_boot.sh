@@ -19,6 +19,7 @@ src=$1 build=$2
 # shellcheck source=SCRIPTDIR/agent_lib.sh
 . "$src/tests/guest/agent_lib.sh"
 
+need_cmd qemu-system-x86_64 "the image boots under QEMU -M microvm too"
 agent_prepare rootfs-boot
 agent_image rootfs
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')

@@ -7,6 +7,8 @@
 set -euo pipefail
 src=$1 build=$2
 . "$src/tests/lib.sh"
+need_harness
+need_cmd python3 "it writes the ud2 ELF"
 
 # The harness shares only the project tree writable; keep inputs there.
 work=$(mktemp -d "$build/triple-fault.XXXXXX")

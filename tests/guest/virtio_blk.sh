@@ -14,8 +14,9 @@ src=$1 build=$2 vmm=$3
 # shellcheck source=SCRIPTDIR/virtio_lib.sh
 . "$src/tests/guest/virtio_lib.sh"
 
+for c in mkfs.ext4 debugfs e2fsck; do need_cmd "$c" "e2fsprogs: the host makes and checks the ext4 image"; done
 read_bytes=$((8 << 20)) write_bytes=$((4 << 20)) seed=7
-virtio_prepare virtio-blk
+virtio_prepare virtio-blk "$vmm"
 echo "WRITE_BYTES=$write_bytes SEED=$seed" >"$work/env"
 virtio_initrd blk.sh "$work/env:/etc/sbx-test.env"
 

@@ -9,11 +9,16 @@
 # Some tools (mkfs.ext4, debugfs) live in sbin, not on every user's PATH.
 PATH=$PATH:/usr/sbin:/sbin
 
-# virtio_prepare NAME : sets $kernel, $tools (the static guest tools) and
-# $work (a fresh directory in the build tree: level 1 sees the project tree,
-# not the host's /tmp; removed at exit unless the test failed or
-# SBX_TEST_KEEP=1).
+# virtio_prepare NAME sbx|qemu : skips the test (exit 77) if it cannot run
+# here (no harness, no QEMU for the qemu variant, no gcc for the tools);
+# sets $kernel, $tools (the static guest tools) and $work (a fresh directory
+# in the build tree: level 1 sees the project tree, not the host's /tmp;
+# removed at exit unless the test failed or SBX_TEST_KEEP=1).
 virtio_prepare() {
+  need_harness
+  [ -x /usr/bin/python3 ] || skip "no /usr/bin/python3 (vmrun.py runs with it)"
+  need_cmd gcc "tools/build compiles the static guest tools"
+  [ "$2" = qemu ] && need_cmd qemu-system-x86_64 "the QEMU -M microvm reference"
   kernel=$("$src/images/build" vmlinux)
   tools=$("$src/tests/guest/tools/build")
   work=$(mktemp -d "$build/$1.XXXXXX")

@@ -11,7 +11,7 @@ src=$1 build=$2 vmm=$3
 # shellcheck source=SCRIPTDIR/virtio_lib.sh
 . "$src/tests/guest/virtio_lib.sh"
 
-virtio_prepare virtio-net
+virtio_prepare virtio-net "$vmm"
 virtio_initrd net.sh
 virtio_run "$vmm" --scenario net
 virtio_expect_clean_run "virtio-net ($vmm)"

@@ -9,7 +9,7 @@ src=$1 build=$2 vmm=$3
 # shellcheck source=SCRIPTDIR/virtio_lib.sh
 . "$src/tests/guest/virtio_lib.sh"
 
-virtio_prepare virtio-rng
+virtio_prepare virtio-rng "$vmm"
 virtio_initrd rng.sh
 virtio_run "$vmm" --rng
 virtio_expect_clean_run "virtio-rng ($vmm)"

@@ -13,7 +13,7 @@ src=$1 build=$2 vmm=$3 big=${4:-$((100 << 20))}
 . "$src/tests/guest/virtio_lib.sh"
 
 seed=7
-virtio_prepare virtio-vsock
+virtio_prepare virtio-vsock "$vmm"
 echo "BIG_BYTES=$big SEED=$seed" >"$work/env"
 virtio_initrd vsock.sh "$work/env:/etc/sbx-test.env"
 g2h=$("$tools/sbx-vsock" gen "$big" "$seed" | sha256sum | cut -d' ' -f1)
