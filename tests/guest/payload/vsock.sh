@@ -31,7 +31,7 @@ else
     bad "listen 1234"
 fi
 
-if reply=$(echo "hello-from-guest-connect" | timeout 120 sbx-vsock -k -w 10 connect 2 5000); then
+if reply=$(echo "hello-from-guest-connect" | timeout 120 sbx-vsock -k -w 60 connect 2 5000); then
     echo "SBX-VSOCK-G2H-REPLY: $reply"
 else
     bad "connect 2 5000"
