@@ -25,6 +25,7 @@
 #include "devices/virtio/mmio/mmio_transport.hpp"
 #include "vmm/config.hpp"
 #include "vmm/console.hpp"
+#include "vmm/kvm/diagnosis.hpp"
 #include "vmm/kvm/kvm.hpp"
 #include "vmm/memory/guest_memory.hpp"
 
@@ -69,6 +70,18 @@ struct MachineState {
     std::vector<std::vector<std::uint8_t>> virtio;  // one MmioTransport state per slot
 };
 
+// Where a guest is, for a supervisor or a test that finds it stuck
+// (docs/vmm-control.md, "diagnose").
+struct VmDiagnosis {
+    using Counters = std::vector<std::pair<std::string, std::uint64_t>>;
+    bool was_paused = false;
+    std::vector<kvm::VcpuDiagnosis> vcpus;
+    kvm::ChipDiagnosis chips;
+    Serial::State serial;
+    std::vector<Counters> vcpu_stats;  // KVM's counters per vCPU, read before the pause
+    Counters vm_stats;
+};
+
 class Vm {
 public:
     using Clock = std::chrono::steady_clock;
@@ -91,6 +104,10 @@ public:
     [[nodiscard]] bool paused() const;
     // The machine state of a paused VM.
     [[nodiscard]] Result<MachineState> save_state() const;
+    // Reads KVM's counters, then pauses a running VM for as long as reading
+    // its vCPUs and chips takes and resumes it. Not while another thread
+    // pauses or resumes (the control server serves one request at a time).
+    [[nodiscard]] Result<VmDiagnosis> diagnose();
 
     // The guest's working set, as the pages it writes between the two calls
     // (KVM dirty logging on every memory slot); stopping returns them as

@@ -142,6 +142,47 @@ Result<MachineState> Vm::save_state() const {
     return state;
 }
 
+Result<VmDiagnosis> Vm::diagnose() {
+    VmDiagnosis d;
+    // Counters first: pausing itself makes every vCPU exit.
+    for (const auto& vcpu : vcpus_) {
+        auto stats = kvm::read_kvm_stats(vcpu.fd());
+        d.vcpu_stats.push_back(stats ? std::move(*stats) : VmDiagnosis::Counters{});
+    }
+    if (auto stats = kvm::read_kvm_stats(kvm_vm_.fd())) {
+        d.vm_stats = std::move(*stats);
+    }
+    d.was_paused = paused();
+    if (!d.was_paused) {
+        if (auto r = pause(); !r) {
+            return r.error();
+        }
+    }
+    auto state = save_state();
+    if (!d.was_paused) {
+        if (auto r = resume(); !r) {
+            return r.error();
+        }
+    }
+    if (!state) {
+        return state.error();
+    }
+    for (std::size_t i = 0; i < state->vcpus.size(); ++i) {
+        auto vcpu = kvm::diagnose_vcpu(static_cast<std::uint32_t>(i), state->vcpus[i]);
+        if (!vcpu) {
+            return vcpu.error();
+        }
+        d.vcpus.push_back(std::move(*vcpu));
+    }
+    auto chips = kvm::diagnose_chips(state->vm);
+    if (!chips) {
+        return chips.error();
+    }
+    d.chips = std::move(*chips);
+    d.serial = state->serial;
+    return d;
+}
+
 Result<void> Vm::restore_state(const MachineState& state) {
     if (state.vcpus.size() != vcpus_.size()) {
         return make_error("config_mismatch: the snapshot has {} vCPUs, this VM {}", state.vcpus.size(),

@@ -96,6 +96,81 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     return reply;
 }
 
+std::string hex(std::uint64_t value) { return fmt::format("{:#x}", value); }
+
+json counters(const VmDiagnosis::Counters& stats) {
+    json out = json::object();
+    for (const auto& [name, value] : stats) {
+        out[name] = value;
+    }
+    return out;
+}
+
+json vcpu_json(const kvm::VcpuDiagnosis& v, const VmDiagnosis::Counters& stats) {
+    return {{"id", v.id},
+            {"rip", hex(v.rip)},
+            {"rsp", hex(v.rsp)},
+            {"rflags", hex(v.rflags)},
+            {"cr0", hex(v.cr0)},
+            {"cr3", hex(v.cr3)},
+            {"cr4", hex(v.cr4)},
+            {"efer", hex(v.efer)},
+            {"cs", hex(v.cs)},
+            {"cpl", v.cpl},
+            {"mp_state", v.mp_state},
+            {"interrupts_enabled", v.interrupts_enabled},
+            {"interrupt_shadow", v.interrupt_shadow},
+            {"injected_vector", v.injected_vector},
+            {"exception", v.exception},
+            {"nmi", {{"pending", v.nmi_pending}, {"injected", v.nmi_injected}, {"masked", v.nmi_masked}}},
+            {"lapic",
+             {{"isr", v.apic_isr},
+              {"irr", v.apic_irr},
+              {"tpr", v.apic_tpr},
+              {"lvt_timer", hex(v.apic_lvt_timer)},
+              {"timer_initial", v.apic_timer_initial},
+              {"timer_current", v.apic_timer_current},
+              {"tsc_deadline", v.tsc_deadline}}},
+            {"kvm", counters(stats)}};
+}
+
+json diagnose(Vm& vm) {
+    auto d = vm.diagnose();
+    if (!d) {
+        return ControlServer::error_reply(d.error());
+    }
+    json vcpus = json::array();
+    for (std::size_t i = 0; i < d->vcpus.size(); ++i) {
+        vcpus.push_back(vcpu_json(d->vcpus[i], i < d->vcpu_stats.size() ? d->vcpu_stats[i] : VmDiagnosis::Counters{}));
+    }
+    json ioapic = json::array();
+    for (const auto& p : d->chips.ioapic) {
+        ioapic.push_back({{"pin", p.pin},
+                          {"vector", p.vector},
+                          {"masked", p.masked},
+                          {"level", p.level_triggered},
+                          {"remote_irr", p.remote_irr},
+                          {"asserted", p.asserted},
+                          {"dest", p.destination}});
+    }
+    auto pic = [](const kvm::PicDiagnosis& p) { return json{{"irr", p.irr}, {"isr", p.isr}, {"imr", p.imr}}; };
+    const auto& s = d->serial;
+    return {{"ok", true},
+            {"state", d->was_paused ? "paused" : "running"},
+            {"vcpus", vcpus},
+            {"ioapic", ioapic},
+            {"pic", {{"master", pic(d->chips.pic_master)}, {"slave", pic(d->chips.pic_slave)}}},
+            {"pit", {{"mode", d->chips.pit_mode}, {"count", d->chips.pit_count}, {"gate", d->chips.pit_gate}}},
+            {"kvmclock_ns", d->chips.clock_ns},
+            {"serial",
+             {{"ier", s.ier},
+              {"lsr", s.lsr},
+              {"mcr", s.mcr},
+              {"thr_interrupt_pending", s.thr_interrupt_pending},
+              {"rx_bytes", s.rx_fifo.size()}}},
+            {"kvm", counters(d->vm_stats)}};
+}
+
 }  // namespace
 
 json handle_control_request(Vm& vm, const VmConfig& config, const json& request) {
@@ -110,11 +185,14 @@ json handle_control_request(Vm& vm, const VmConfig& config, const json& request)
     if (op == "snapshot") {
         return take_snapshot(vm, config, request);
     }
+    if (op == "diagnose") {
+        return diagnose(vm);
+    }
     if (op == "stop") {
         vm.request_stop();
         return {{"ok", true}, {"state", "stopping"}};
     }
-    return ControlServer::error_reply(make_error("bad_request: unknown op \"{}\" (status, pause, resume, snapshot, stop)", op));
+    return ControlServer::error_reply(make_error("bad_request: unknown op \"{}\" (status, pause, resume, snapshot, diagnose, stop)", op));
 }
 
 }  // namespace sbx
