@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # src: set by the test that sources this
 # Shared helpers for the shell-level tests (sourced, not run).
 # Every test prints what it checked and fails with a reason.
 

@@ -142,7 +142,7 @@ while True:
   check "the guest's http.server answers inside the guest" "served-$token" "$inside"
   "$ctl" forward 0 127.0.0.1:8000 >"$logdir/fwd.out" 2>&1 &
   fwd=$!
-  port= body=
+  port='' body=''
   fwd_port() { port=$(sed -n 's/^forwarding 127.0.0.1:\([0-9]*\) .*/\1/p' "$logdir/fwd.out"); [ -n "$port" ]; }
   fetch() { body=$(curl -sSf --max-time 20 "http://127.0.0.1:$port/hello.txt" 2>>"$logdir/curl.err"); }
   wait_until 120 "'sbx-agentctl forward' to print its port" fwd_port &&

@@ -71,6 +71,7 @@ wait_exit() {
   st=
   if WAIT_INTERVAL=0.5 wait_until "$2" "process $1 to exit" _wait_gone "$1"; then
     wait "$1"
+    # shellcheck disable=SC2034 # for the caller
     st=$?
     return 0
   fi
