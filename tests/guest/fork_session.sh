@@ -88,9 +88,12 @@ check "4 forks give 4 different /dev/urandom outputs" "$forks" "$(printf '%s\n' 
 #    then the others (b_K);
 #  - fork 1 lags: its gain b_1 - a_1 is below every other fork's gain
 #    b_K - a_K. Fork 1's window [a_1, b_1] lies inside each other fork's
-#    [a_K, b_K], and fork 1 did not run for the pause (2 s plus the waits
-#    for the other counters), so this holds unless fork 1's counter ran
-#    several times faster than another's.
+#    [a_K, b_K], and fork 1 did not run for the pause P (2 s plus the
+#    status and the waits for the other counters, several agent round
+#    trips), while it ran for R (the rest of its window: about two round
+#    trips and two vmm_control.py starts). So this holds unless fork 1
+#    counted over (P + R) / R times as fast as another fork (about 2-3x;
+#    the counters are sleep-bound loops, so they run at about one rate).
 declare -A a b
 for i in 2 3 4 1; do
   wait_counter "a[$i]" 120 "$((count_before - 1))" counter_of "$i" \
