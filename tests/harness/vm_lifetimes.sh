@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Many short VM lifetimes in one level-1 run, for tests/harness/soak (case
+# "lifetimes"): sbx-vmm boots the plain initramfs guest to userspace, the
+# guest reboots, sbx-vmm exits 0; 1 and 2 vCPUs in turn. Every start and
+# end of a VM exercises what wedged level 1 before (kvm_destroy_vm's
+# cross-CPU calls, interrupts to a vCPU thread on the other level-1 CPU).
+# Prints one LIFETIME line per VM; exit status: the number that failed.
+# Usage (host): tests/harness/vm_lifetimes.sh [COUNT]   (default 12)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=${SBX_BUILD_DIR:-$src/build}
+count=${1:-12}
+if [ "${SBX_NESTED:-}" != 1 ] && [ "$("$src/tests/nested" --print-mode 2>/dev/null)" = nested ]; then
+  exec "$src/tests/nested" --timeout $((count * 240 + 60)) -- /bin/bash "$0" "$count"
+fi
+kernel=$("$src/images/build" kernel) && initrd=$("$src/images/build" initramfs) || exit 125
+w=$(mktemp -d /tmp/lifetimes.XXXXXX)
+failures=0
+for i in $(seq 1 "$count"); do
+  cpus=$((1 + i % 2))
+  t0=$(date +%s.%N)
+  timeout --kill-after=10 200 "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" \
+    --cpus "$cpus" --memory 256 --console "file:$w/console.log" </dev/null >"$w/vmm.out" 2>&1
+  st=$?
+  secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ "$st" -eq 0 ] && grep -q SBX-BOOTED "$w/console.log"; then
+    echo "LIFETIME $i: ok, $cpus vCPU(s), $secs s"
+  else
+    failures=$((failures + 1))
+    echo "LIFETIME $i: FAILED, $cpus vCPU(s), status $st after $secs s; vmm: $(tail -n 2 "$w/vmm.out" | tr '\n' ' ')"
+    tail -n 5 "$w/console.log" | sed 's/^/  console: /'
+  fi
+done
+rm -rf "$w"
+echo "LIFETIMES: $count, failed $failures"
+exit "$failures"
