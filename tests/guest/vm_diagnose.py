@@ -9,26 +9,16 @@ halts). Used by guest tests when a guest stops answering.
 Usage: vm_diagnose.py CONTROL_SOCKET [SYSTEM_MAP]
 """
 import bisect
-import json
+import os
 import socket
 import sys
 import time
 
-TIMEOUT_S = 30
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmm_control  # noqa: E402
 
-
-def request(path, op):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(TIMEOUT_S)
-        s.connect(path)
-        s.sendall((json.dumps({"op": op}) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data)
+# A stuck VMM must not make the diagnosis hang too.
+socket.setdefaulttimeout(30)
 
 
 class Symbols:
@@ -60,10 +50,10 @@ def main():
         sys.exit(__doc__)
     sock = sys.argv[1]
     syms = Symbols(sys.argv[2] if len(sys.argv) > 2 else None)
-    first = request(sock, "diagnose")
+    first = vmm_control.request(sock, {"op": "diagnose"})
     t0 = time.monotonic()
     time.sleep(1)
-    second = request(sock, "diagnose")
+    second = vmm_control.request(sock, {"op": "diagnose"})
     dt = time.monotonic() - t0
     for d in (first, second):
         if not d.get("ok"):

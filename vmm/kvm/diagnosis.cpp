@@ -7,20 +7,11 @@
 
 #include "base/unique_fd.hpp"
 #include "vmm/kvm/linux_kvm.hpp"
+#include "vmm/kvm/state_image.hpp"
 
 namespace sbx::kvm {
 
 namespace {
-
-template <typename T>
-Result<T> decode_image(const std::vector<std::uint8_t>& image, const char* what) {
-    if (image.size() != sizeof(T)) {
-        return make_error("{}: saved image is {} bytes, struct is {}", what, image.size(), sizeof(T));
-    }
-    T value{};
-    std::memcpy(&value, image.data(), sizeof(T));
-    return value;
-}
 
 const char* mp_state_name(std::uint32_t state) {
     switch (state) {
@@ -69,17 +60,13 @@ PicDiagnosis pic_of(const kvm_irqchip& chip) {
 }  // namespace
 
 Result<VcpuDiagnosis> diagnose_vcpu(std::uint32_t id, const VcpuState& state) {
-    auto regs = decode_image<kvm_regs>(state.regs, "vCPU registers");
-    auto sregs = decode_image<kvm_sregs>(state.sregs, "vCPU segment registers");
-    auto mp = decode_image<kvm_mp_state>(state.mp_state, "vCPU MP state");
-    auto events = decode_image<kvm_vcpu_events>(state.events, "vCPU events");
-    auto lapic = decode_image<kvm_lapic_state>(state.lapic, "local APIC");
-    for (const Error* e : {regs ? nullptr : &regs.error(), sregs ? nullptr : &sregs.error(),
-                           mp ? nullptr : &mp.error(), events ? nullptr : &events.error(),
-                           lapic ? nullptr : &lapic.error()}) {
-        if (e != nullptr) {
-            return *e;
-        }
+    auto regs = from_image<kvm_regs>(state.regs, "vCPU registers");
+    auto sregs = from_image<kvm_sregs>(state.sregs, "vCPU segment registers");
+    auto mp = from_image<kvm_mp_state>(state.mp_state, "vCPU MP state");
+    auto events = from_image<kvm_vcpu_events>(state.events, "vCPU events");
+    auto lapic = from_image<kvm_lapic_state>(state.lapic, "local APIC");
+    if (const Error* e = first_error(regs, sregs, mp, events, lapic)) {
+        return *e;
     }
     VcpuDiagnosis d;
     d.id = id;
@@ -115,17 +102,13 @@ Result<VcpuDiagnosis> diagnose_vcpu(std::uint32_t id, const VcpuState& state) {
 }
 
 Result<ChipDiagnosis> diagnose_chips(const VmState& state) {
-    auto master = decode_image<kvm_irqchip>(state.pic_master, "PIC master");
-    auto slave = decode_image<kvm_irqchip>(state.pic_slave, "PIC slave");
-    auto ioapic = decode_image<kvm_irqchip>(state.ioapic, "IOAPIC");
-    auto pit = decode_image<kvm_pit_state2>(state.pit2, "PIT");
-    auto clock = decode_image<kvm_clock_data>(state.clock, "kvmclock");
-    for (const Error* e : {master ? nullptr : &master.error(), slave ? nullptr : &slave.error(),
-                           ioapic ? nullptr : &ioapic.error(), pit ? nullptr : &pit.error(),
-                           clock ? nullptr : &clock.error()}) {
-        if (e != nullptr) {
-            return *e;
-        }
+    auto master = from_image<kvm_irqchip>(state.pic_master, "PIC master");
+    auto slave = from_image<kvm_irqchip>(state.pic_slave, "PIC slave");
+    auto ioapic = from_image<kvm_irqchip>(state.ioapic, "IOAPIC");
+    auto pit = from_image<kvm_pit_state2>(state.pit2, "PIT");
+    auto clock = from_image<kvm_clock_data>(state.clock, "kvmclock");
+    if (const Error* e = first_error(master, slave, ioapic, pit, clock)) {
+        return *e;
     }
     ChipDiagnosis d;
     d.pic_master = pic_of(*master);

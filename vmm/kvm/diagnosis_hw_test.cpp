@@ -8,9 +8,8 @@
 #include <cstdlib>
 
 #include "vmm/kvm/diagnosis.hpp"
+#include "vmm/kvm/hw_test_util.hpp"
 #include "vmm/kvm/kvm.hpp"
-#include "vmm/kvm/x86_cpu.hpp"
-#include "vmm/kvm/x86_gdt.hpp"
 
 using namespace sbx;
 using namespace sbx::kvm;
@@ -38,19 +37,7 @@ TEST_CASE("a vCPU at a 64-bit kernel entry is diagnosed as set up") {
     REQUIRE(vm->create_pit());
     auto vcpu = vm->create_vcpu(0, sys->vcpu_mmap_size());
     REQUIRE_MESSAGE(vcpu, vcpu.error().message);
-    auto supported = sys->supported_cpuid();
-    REQUIRE(supported);
-    REQUIRE(vcpu->set_cpuid(guest_cpuid(*supported, {0, 1, sys->has_tsc_deadline_timer()})));
-    REQUIRE(vcpu->set_msrs(boot_msrs()));
-    REQUIRE(vcpu->setup_lapic_lints());
-    LongModeEntry entry;
-    entry.rip = 0x1000200;
-    entry.rsi = 0x7000;
-    entry.rsp = 0x8ff0;
-    entry.cr3 = 0x9000;
-    entry.gdt_base = 0x500;
-    entry.gdt_limit = static_cast<std::uint16_t>(sizeof(x86::kBootGdt) - 1);
-    REQUIRE(vcpu->setup_long_mode(entry));
+    testing::boot_vcpu(*sys, *vcpu);
 
     auto state = vcpu->save_state();
     REQUIRE_MESSAGE(state, state.error().message);
@@ -60,6 +47,7 @@ TEST_CASE("a vCPU at a 64-bit kernel entry is diagnosed as set up") {
     CHECK(d->rsp == 0x8ff0);
     CHECK(d->cr3 == 0x9000);
     CHECK(d->cs == x86::kBootCodeSelector);
+    CHECK(d->rip == testing::test_entry().rip);
     CHECK(d->cpl == 0);
     CHECK(d->mp_state == "runnable");
     CHECK_FALSE(d->interrupts_enabled);

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "vmm/kvm/hw_test_util.hpp"
 #include "vmm/kvm/kvm.hpp"
 #include "vmm/kvm/linux_kvm.hpp"
 #include "vmm/kvm/x86_cpu.hpp"
@@ -53,27 +54,13 @@ Vcpu make_vcpu(const System& sys, const Vm& vm) {
     return std::move(*vcpu);
 }
 
-// A vCPU as the VM builder leaves it at a 64-bit kernel entry, plus MSR
-// values that differ from reset.
+// A vCPU at a 64-bit kernel entry, plus MSR values that differ from reset.
 void boot_setup(const System& sys, const Vcpu& vcpu) {
-    auto supported = sys.supported_cpuid();
-    REQUIRE(supported);
-    REQUIRE(vcpu.set_cpuid(guest_cpuid(*supported, {0, 1, sys.has_tsc_deadline_timer()})));
-    auto msrs = boot_msrs();
-    msrs.emplace_back(kMsrLstar, 0xffffffff81a00040ULL);
-    msrs.emplace_back(kMsrKernelGsBase, 0xffff888003c00000ULL);
-    msrs.emplace_back(kMsrPat, 0x0007040600070406ULL);
-    msrs.emplace_back(kMsrMtrrPhysBase0, 0x80000006ULL);
-    REQUIRE(vcpu.set_msrs(msrs));
-    REQUIRE(vcpu.setup_lapic_lints());
-    LongModeEntry entry;
-    entry.rip = 0x1000200;
-    entry.rsi = 0x7000;
-    entry.rsp = 0x8ff0;
-    entry.cr3 = 0x9000;
-    entry.gdt_base = 0x500;
-    entry.gdt_limit = static_cast<std::uint16_t>(sizeof(x86::kBootGdt) - 1);
-    REQUIRE(vcpu.setup_long_mode(entry));
+    testing::boot_vcpu(sys, vcpu,
+                       {{kMsrLstar, 0xffffffff81a00040ULL},
+                        {kMsrKernelGsBase, 0xffff888003c00000ULL},
+                        {kMsrPat, 0x0007040600070406ULL},
+                        {kMsrMtrrPhysBase0, 0x80000006ULL}});
 }
 
 std::map<std::uint32_t, std::uint64_t> msr_map(const VcpuState& s) {

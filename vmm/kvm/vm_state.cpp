@@ -7,27 +7,11 @@
 
 #include "vmm/kvm/kvm.hpp"
 #include "vmm/kvm/linux_kvm.hpp"
+#include "vmm/kvm/state_image.hpp"
 
 namespace sbx::kvm {
 
 namespace {
-
-template <typename T>
-std::vector<std::uint8_t> image_of(const T& value) {
-    std::vector<std::uint8_t> out(sizeof(T));
-    std::memcpy(out.data(), &value, sizeof(T));
-    return out;
-}
-
-template <typename T>
-Result<T> from_image(const std::vector<std::uint8_t>& image, const char* what) {
-    if (image.size() != sizeof(T)) {
-        return make_error("{}: saved image is {} bytes, struct is {}", what, image.size(), sizeof(T));
-    }
-    T value{};
-    std::memcpy(&value, image.data(), sizeof(T));
-    return value;
-}
 
 constexpr const char* chip_name(std::uint32_t id) {
     return id == KVM_IRQCHIP_PIC_MASTER ? "PIC master" : id == KVM_IRQCHIP_PIC_SLAVE ? "PIC slave" : "IOAPIC";
@@ -65,12 +49,8 @@ Result<void> Vm::restore_state(const VmState& s, ClockRestore mode) const {
     auto master = from_image<kvm_irqchip>(s.pic_master, "KVM_SET_IRQCHIP (PIC master)");
     auto slave = from_image<kvm_irqchip>(s.pic_slave, "KVM_SET_IRQCHIP (PIC slave)");
     auto ioapic = from_image<kvm_irqchip>(s.ioapic, "KVM_SET_IRQCHIP (IOAPIC)");
-    for (const Error* e :
-         {clock ? nullptr : &clock.error(), pit ? nullptr : &pit.error(), master ? nullptr : &master.error(),
-          slave ? nullptr : &slave.error(), ioapic ? nullptr : &ioapic.error()}) {
-        if (e != nullptr) {
-            return *e;
-        }
+    if (const Error* e = first_error(clock, pit, master, slave, ioapic)) {
+        return *e;
     }
     const std::pair<kvm_irqchip*, std::uint32_t> chips[] = {
         {&*master, KVM_IRQCHIP_PIC_MASTER}, {&*slave, KVM_IRQCHIP_PIC_SLAVE}, {&*ioapic, KVM_IRQCHIP_IOAPIC}};
