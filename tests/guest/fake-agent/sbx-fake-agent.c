@@ -163,7 +163,7 @@ int main(void) {
     }
 
     int announced = 0;
-    for (int attempt = 0; attempt < 100 && !announced && !stop; attempt++) {
+    for (int attempt = 0; attempt < 600 && !announced && !stop; attempt++) {
         int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) {
             say("ANNOUNCED", "no AF_VSOCK: %s", strerror(errno));
@@ -182,7 +182,7 @@ int main(void) {
                 say("ANNOUNCED", "host port 53 after %d attempts", attempt + 1);
             }
             // Half-close is not relied on: the host reads one line.
-        } else if (attempt == 99) {
+        } else if (attempt == 599) {
             say("ANNOUNCED", "failed: %s", strerror(errno));
         }
         close(fd);
