@@ -3,11 +3,13 @@
 # tests/nested): boots one image with sbx-vmm and a vsock device, drives the
 # agent with sbx-agentctl and prints one "ok: ..." or "FAIL: ..." line per
 # check. Exit status: the number of failed checks (0: all passed).
-# Usage: agent_session.sh rootfs|minimal KERNEL IMAGE SBX_VMM AGENTCTL LOGDIR
+# Usage: agent_session.sh rootfs|minimal KERNEL IMAGE SBX_VMM AGENTCTL LOGDIR [FIXTURE_DIR FIXTURE_NEW]
+#   With FIXTURE_DIR the guest is restored from that fixture (built into
+#   FIXTURE_NEW first when it has none: tests/guest/fixture_lib.sh).
 #   rootfs: IMAGE is a sparse tar holding rootfs.ext4 (agent_image), copied
 #   into level 1's /tmp; minimal: IMAGE is the initramfs.
 set -uo pipefail
-kind=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6
+kind=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6 fixture_dir=${7:-} fixture_new=${8:-}
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=SCRIPTDIR/wait_lib.sh
 . "$here/wait_lib.sh"  # wait_until, wait_exit
@@ -29,24 +31,34 @@ uds=$w/v.sock
 export SBX_AGENT_UDS=$uds SBX_AGENT_TOKEN=$token
 console=$logdir/$kind-console.log
 
-base="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
 if [ "$kind" = rootfs ]; then
-  t=$(now)
-  tar -C "$w" -xSf "$image" || { echo "FAIL: unpacking $image"; exit 1; }
-  echo "copied the image into level 1's /tmp in $(elapsed "$t") s"
-  boot=(--disk "$w/rootfs.ext4" --memory 1024
-    --cmdline "$base root=/dev/vda rw rootfstype=ext4 init=/lib/systemd/systemd sbx.token=$token")
-  big_mib=${SBX_TEST_BIG_MIB:-200} guest_dir=/var/tmp
+  memory=1024 disk_kind=disk big_mib=${SBX_TEST_BIG_MIB:-200} guest_dir=/var/tmp
 else
-  boot=(--initrd "$image" --memory 512 --cmdline "$base sbx.token=$token")
-  big_mib=16 guest_dir=/tmp
+  memory=512 disk_kind=initrd big_mib=16 guest_dir=/tmp
 fi
-
+trap 'kill ${vmm_pid:-} 2>/dev/null; rm -rf "$w"' EXIT
 t0=$(now)
-"$vmm" --kernel "$kernel" "${boot[@]}" --vsock "cid=3,uds=$uds" --console "file:$console" \
-  </dev/null >"$logdir/$kind-vmm.out" 2>&1 &
-vmm_pid=$!
-trap 'kill $vmm_pid 2>/dev/null; rm -rf "$w"' EXIT
+if [ -n "$fixture_dir" ]; then
+  # shellcheck source=SCRIPTDIR/fixture_lib.sh
+  . "$here/fixture_lib.sh"
+  fixture_start "$fixture_dir" "$fixture_new" "$kernel" "$image" "$vmm" "$ctl" "$logdir" "$kind" "$memory" \
+    "$disk_kind" || { echo "FAIL: the $kind fixture could not be started"; exit 1; }
+  token=$SBX_AGENT_TOKEN
+else
+  base="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
+  if [ "$kind" = rootfs ]; then
+    t=$(now)
+    tar -C "$w" -xSf "$image" || { echo "FAIL: unpacking $image"; exit 1; }
+    echo "copied the image into level 1's /tmp in $(elapsed "$t") s"
+    boot=(--disk "$w/rootfs.ext4"
+      --cmdline "$base root=/dev/vda rw rootfstype=ext4 init=/lib/systemd/systemd sbx.token=$token")
+  else
+    boot=(--initrd "$image" --cmdline "$base sbx.token=$token")
+  fi
+  "$vmm" --kernel "$kernel" "${boot[@]}" --memory "$memory" --vsock "cid=3,uds=$uds" --console "file:$console" \
+    </dev/null >"$logdir/$kind-vmm.out" 2>&1 &
+  vmm_pid=$!
+fi
 
 if ready=$("$ctl" wait --timeout 600); then
   ok "the agent answers health ($kind): $ready"
