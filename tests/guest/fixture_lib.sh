@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154,SC2034 # src, build, work, kernel, image: set by the test; outputs are read by the caller
 # Guest fixtures: a guest snapshotted once at agent-ready, restored by every
 # test that needs a booted guest but is not about booting or restoring
 # (sourced by the test scripts on the host and by their level-1 sessions).
