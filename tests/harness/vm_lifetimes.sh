@@ -20,9 +20,30 @@ failures=0
 for i in $(seq 1 "$count"); do
   cpus=$((1 + i % 2))
   t0=$(date +%s.%N)
-  timeout --kill-after=10 200 "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" \
-    --cpus "$cpus" --memory 256 --console "file:$w/console.log" </dev/null >"$w/vmm.out" 2>&1
-  st=$?
+  "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256 \
+    --control "$w/control.sock" --console "file:$w/console.log" </dev/null >"$w/vmm.out" 2>&1 &
+  pid=$!
+  # A boot takes seconds here; one still running after 60 s has stalled:
+  # say where the guest is (tests/guest/vm_diagnose.py), then end it.
+  st=
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; st=$?; break; }
+    sleep 0.1
+  done
+  if [ -z "$st" ]; then
+    echo "LIFETIME $i: stalled for 60 s; diagnosis:"
+    tail -n 3 "$w/console.log" | sed 's/^/  console: /'
+    for t in /proc/"$pid"/task/*; do
+      echo "  thread ${t##*/} $(cat "$t/comm") $(cut -d' ' -f3 "$t/stat") wchan=$(cat "$t/wchan")"
+      sed 's/^/      /' "$t/stack" 2>/dev/null | head -n 12
+    done
+    python3 "$src/tests/guest/vm_diagnose.py" "$w/control.sock" "$(dirname "$kernel")/System.map" 2>&1 | tail -n 12 | sed 's/^/  /'
+    sleep 20
+    echo "  20 s later:"
+    python3 "$src/tests/guest/vm_diagnose.py" "$w/control.sock" "$(dirname "$kernel")/System.map" 2>&1 | sed 's/^/  /'
+    tail -n 3 "$w/console.log" | sed 's/^/  console: /'
+    kill -9 "$pid"; wait "$pid"; st=124
+  fi
   secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   if [ "$st" -eq 0 ] && grep -q SBX-BOOTED "$w/console.log"; then
     echo "LIFETIME $i: ok, $cpus vCPU(s), $secs s"
