@@ -73,8 +73,11 @@ struct MachineState {
 // Where a guest is, for a supervisor or a test that finds it stuck
 // (docs/vmm-control.md, "diagnose").
 struct VmDiagnosis {
-    using Counters = std::vector<std::pair<std::string, std::uint64_t>>;
+    using Counters = kvm::KvmStats::Counters;
     bool was_paused = false;
+    // Why the vCPUs' registers are missing: they did not stop (a vCPU stuck
+    // in KVM_RUN); the counters and the chips are there all the same.
+    std::string vcpus_unavailable;
     std::vector<kvm::VcpuDiagnosis> vcpus;
     kvm::ChipDiagnosis chips;
     Serial::State serial;
@@ -125,6 +128,9 @@ private:
 
     // Puts back a saved machine state into a VM that has not run yet (VmBuilder::restore).
     [[nodiscard]] Result<void> restore_state(const MachineState& state);
+    // KVM's counters for diagnose(), opened before any vCPU runs
+    // (kvm::KvmStats); a kernel without them leaves the counters empty.
+    void open_stats();
     void vcpu_loop(kvm::Vcpu& vcpu);
     void park_vcpu();
     [[nodiscard]] bool handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit);
@@ -158,6 +164,8 @@ private:
     Bus pio_bus_{"pio"};
     Bus mmio_bus_{"mmio"};
     std::vector<kvm::Vcpu> vcpus_;
+    std::vector<std::optional<kvm::KvmStats>> vcpu_stats_;  // one per vCPU
+    std::optional<kvm::KvmStats> vm_stats_;
     std::string console_pending_;  // taken from the UART, not yet written
     Clock::time_point start_;       // when the VMM started (the boot timer's zero)
 

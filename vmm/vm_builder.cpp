@@ -105,6 +105,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     if (auto r = create_vcpus(**vm); !r) {
         return r.error();
     }
+    (*vm)->open_stats();
     return vm;
 }
 
@@ -150,6 +151,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::restore(const MachineState& state, const 
     if (auto r = restore_vcpus(**vm); !r) {
         return r.error();
     }
+    (*vm)->open_stats();
     if (auto r = (*vm)->restore_state(state); !r) {
         return r.error().context("restoring the machine state");
     }

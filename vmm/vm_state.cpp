@@ -142,44 +142,71 @@ Result<MachineState> Vm::save_state() const {
     return state;
 }
 
+void Vm::open_stats() {
+    auto open = [](int fd, std::string_view what) -> std::optional<kvm::KvmStats> {
+        auto stats = kvm::KvmStats::open(fd);
+        if (!stats) {
+            log::warn("{}: no KVM counters: {}", what, stats.error().to_string());
+            return std::nullopt;
+        }
+        return std::move(*stats);
+    };
+    for (const auto& vcpu : vcpus_) {
+        vcpu_stats_.push_back(open(vcpu.fd(), fmt::format("vCPU {}", vcpu.id())));
+    }
+    vm_stats_ = open(kvm_vm_.fd(), "VM");
+}
+
 Result<VmDiagnosis> Vm::diagnose() {
     VmDiagnosis d;
-    // Counters first: pausing itself makes every vCPU exit.
-    for (const auto& vcpu : vcpus_) {
-        auto stats = kvm::read_kvm_stats(vcpu.fd());
-        d.vcpu_stats.push_back(stats ? std::move(*stats) : VmDiagnosis::Counters{});
+    // Counters first: pausing itself makes every vCPU exit. Reading them
+    // takes no vCPU lock, so they come back even from a vCPU stuck in KVM_RUN.
+    auto read = [](const std::optional<kvm::KvmStats>& stats) {
+        auto counters = stats ? stats->read() : Result<VmDiagnosis::Counters>(VmDiagnosis::Counters{});
+        return counters ? std::move(*counters) : VmDiagnosis::Counters{};
+    };
+    for (const auto& stats : vcpu_stats_) {
+        d.vcpu_stats.push_back(read(stats));
     }
-    if (auto stats = kvm::read_kvm_stats(kvm_vm_.fd())) {
-        d.vm_stats = std::move(*stats);
-    }
+    d.vm_stats = read(vm_stats_);
     d.was_paused = paused();
-    if (!d.was_paused) {
-        if (auto r = pause(); !r) {
-            return r.error();
+    bool stopped = d.was_paused;
+    if (!stopped) {
+        if (auto r = pause(); r) {
+            stopped = true;
+        } else {
+            d.vcpus_unavailable = r.error().to_string();
         }
     }
-    auto state = save_state();
-    if (!d.was_paused) {
+    // The chips and the clock are VM ioctls (kvm->lock, not a vCPU's mutex).
+    auto vm_state = kvm_vm_.save_state();
+    if (stopped) {
+        for (std::size_t i = 0; i < vcpus_.size(); ++i) {
+            auto state = vcpus_[i].save_state();
+            auto vcpu = state ? kvm::diagnose_vcpu(static_cast<std::uint32_t>(i), *state)
+                              : Result<kvm::VcpuDiagnosis>(state.error().context(fmt::format("vCPU {}", i)));
+            if (!vcpu) {
+                d.vcpus_unavailable = vcpu.error().to_string();
+                d.vcpus.clear();
+                break;
+            }
+            d.vcpus.push_back(std::move(*vcpu));
+        }
+    }
+    d.serial = serial_->save();
+    if (stopped && !d.was_paused) {
         if (auto r = resume(); !r) {
             return r.error();
         }
     }
-    if (!state) {
-        return state.error();
+    if (!vm_state) {
+        return vm_state.error();
     }
-    for (std::size_t i = 0; i < state->vcpus.size(); ++i) {
-        auto vcpu = kvm::diagnose_vcpu(static_cast<std::uint32_t>(i), state->vcpus[i]);
-        if (!vcpu) {
-            return vcpu.error();
-        }
-        d.vcpus.push_back(std::move(*vcpu));
-    }
-    auto chips = kvm::diagnose_chips(state->vm);
+    auto chips = kvm::diagnose_chips(*vm_state);
     if (!chips) {
         return chips.error();
     }
     d.chips = std::move(*chips);
-    d.serial = state->serial;
     return d;
 }
 

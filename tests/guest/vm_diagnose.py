@@ -60,7 +60,17 @@ def main():
             print(f"DIAG: diagnose failed: {d}")
             return 1
     print(f"DIAG: VM {second['state']}, kvmclock {second['kvmclock_ns'] / 1e9:.3f} s")
+    if "vcpus_unavailable" in second:
+        print(f"DIAG: no vCPU registers: {second['vcpus_unavailable']}")
     for a, b in zip(first["vcpus"], second["vcpus"]):
+        rates = []
+        for name, value in sorted(b["kvm"].items()):
+            delta = value - a["kvm"].get(name, value)
+            if delta:
+                rates.append(f"{name} {delta / dt:.0f}/s")
+        if "rip" not in b:  # did not stop: counters only
+            print(f"DIAG: vCPU {b['id']}: did not stop; KVM counters: {', '.join(rates) or 'none moved'}")
+            continue
         lapic = b["lapic"]
         print(f"DIAG: vCPU {b['id']}: rip {b['rip']} {syms.name(int(b['rip'], 16))} (a second earlier "
               f"{a['rip']} {syms.name(int(a['rip'], 16))}), cpl {b['cpl']}, {b['mp_state']}, "
@@ -69,11 +79,6 @@ def main():
         print(f"DIAG:   lapic isr {lapic['isr']} irr {lapic['irr']} tpr {lapic['tpr']} "
               f"timer lvt {lapic['lvt_timer']} initial {lapic['timer_initial']} current "
               f"{lapic['timer_current']} tsc_deadline {lapic['tsc_deadline']}")
-        rates = []
-        for name, value in sorted(b["kvm"].items()):
-            delta = value - a["kvm"].get(name, value)
-            if delta:
-                rates.append(f"{name} {delta / dt:.0f}/s")
         print(f"DIAG:   KVM counters: {', '.join(rates) or 'none moved'}")
     for p in second["ioapic"]:
         print(f"DIAG: ioapic pin {p['pin']}: vector {p['vector']} {'masked' if p['masked'] else 'unmasked'} "

@@ -130,7 +130,7 @@ Result<ChipDiagnosis> diagnose_chips(const VmState& state) {
     return d;
 }
 
-Result<std::vector<std::pair<std::string, std::uint64_t>>> read_kvm_stats(int fd) {
+Result<KvmStats> KvmStats::open(int fd) {
     const int stats = ::ioctl(fd, KVM_GET_STATS_FD, nullptr);
     if (stats < 0) {
         return sys_error("KVM_GET_STATS_FD");
@@ -148,25 +148,35 @@ Result<std::vector<std::pair<std::string, std::uint64_t>>> read_kvm_stats(int fd
         return make_error("KVM stats: {} descriptors with names of {} bytes", header.num_desc, header.name_size);
     }
     const std::size_t desc_size = sizeof(kvm_stats_desc) + header.name_size;
-    std::vector<std::uint8_t> descs(desc_size * header.num_desc);
-    if (::pread(stats, descs.data(), descs.size(), header.desc_offset) != static_cast<ssize_t>(descs.size())) {
+    std::vector<std::uint8_t> raw_descs(desc_size * header.num_desc);
+    if (::pread(stats, raw_descs.data(), raw_descs.size(), header.desc_offset) !=
+        static_cast<ssize_t>(raw_descs.size())) {
         return sys_error("reading the KVM stats descriptors");
     }
-    std::vector<std::pair<std::string, std::uint64_t>> out;
+    std::vector<Descriptor> descs;
     for (std::uint32_t i = 0; i < header.num_desc; ++i) {
         kvm_stats_desc desc{};
-        const std::uint8_t* raw = descs.data() + i * desc_size;
+        const std::uint8_t* raw = raw_descs.data() + i * desc_size;
         std::memcpy(&desc, raw, sizeof desc);
         const std::uint32_t type = desc.flags & KVM_STATS_TYPE_MASK;
         if (desc.size != 1 || (type != KVM_STATS_TYPE_CUMULATIVE && type != KVM_STATS_TYPE_INSTANT)) {
             continue;  // histograms and peaks
         }
         const char* name = reinterpret_cast<const char*>(raw + sizeof(kvm_stats_desc));
+        descs.push_back({std::string(name, ::strnlen(name, header.name_size)), header.data_offset + desc.offset});
+    }
+    return KvmStats(std::move(owner), std::move(descs));
+}
+
+Result<KvmStats::Counters> KvmStats::read() const {
+    Counters out;
+    out.reserve(descs_.size());
+    for (const auto& desc : descs_) {
         std::uint64_t value = 0;
-        if (::pread(stats, &value, sizeof value, header.data_offset + desc.offset) != sizeof value) {
-            return sys_error("reading the KVM stat {}", std::string(name, ::strnlen(name, header.name_size)));
+        if (::pread(fd_.get(), &value, sizeof value, static_cast<off_t>(desc.offset)) != sizeof value) {
+            return sys_error("reading the KVM stat {}", desc.name);
         }
-        out.emplace_back(std::string(name, ::strnlen(name, header.name_size)), value);
+        out.emplace_back(desc.name, value);
     }
     return out;
 }

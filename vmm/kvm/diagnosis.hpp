@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/result.hpp"
+#include "base/unique_fd.hpp"
 #include "vmm/kvm/kvm_state.hpp"
 
 namespace sbx::kvm {
@@ -61,9 +62,28 @@ struct ChipDiagnosis {
 [[nodiscard]] Result<VcpuDiagnosis> diagnose_vcpu(std::uint32_t id, const VcpuState& state);
 [[nodiscard]] Result<ChipDiagnosis> diagnose_chips(const VmState& state);
 
-// KVM's binary statistics (api.rst 4.133 KVM_GET_STATS_FD): each
-// cumulative or instant counter of one element, by name (exits,
-// irq_injections, halt_exits, ...). `fd` is a vCPU or VM fd.
-[[nodiscard]] Result<std::vector<std::pair<std::string, std::uint64_t>>> read_kvm_stats(int fd);
+// KVM's binary statistics of one vCPU or of the VM (api.rst 4.133
+// KVM_GET_STATS_FD): each cumulative or instant counter of one element, by
+// name (exits, irq_injections, halt_exits, ...). Open it before the vCPU
+// runs: the ioctl takes the vCPU's mutex, which KVM_RUN holds, while
+// reading the stats fd takes nothing, so a vCPU stuck in KVM_RUN can still
+// be read.
+class KvmStats {
+public:
+    using Counters = std::vector<std::pair<std::string, std::uint64_t>>;
+
+    // `fd` is a vCPU or VM fd.
+    [[nodiscard]] static Result<KvmStats> open(int fd);
+    [[nodiscard]] Result<Counters> read() const;
+
+private:
+    struct Descriptor {
+        std::string name;
+        std::uint64_t offset = 0;  // of the value in the file
+    };
+    KvmStats(UniqueFd fd, std::vector<Descriptor> descs) : fd_(std::move(fd)), descs_(std::move(descs)) {}
+    UniqueFd fd_;
+    std::vector<Descriptor> descs_;
+};
 
 }  // namespace sbx::kvm

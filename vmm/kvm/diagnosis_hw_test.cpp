@@ -63,13 +63,17 @@ TEST_CASE("a vCPU at a 64-bit kernel entry is diagnosed as set up") {
     CHECK(chips->ioapic.empty());  // every pin masked at reset (82093AA 3.2.4)
     CHECK(chips->pic_master.imr == 0);
 
-    auto stats = read_kvm_stats(vcpu->fd());
+    auto vcpu_stats = KvmStats::open(vcpu->fd());
+    REQUIRE_MESSAGE(vcpu_stats, vcpu_stats.error().message);
+    auto stats = vcpu_stats->read();
     REQUIRE_MESSAGE(stats, stats.error().message);
     CHECK(has(*stats, "exits"));
     CHECK(has(*stats, "irq_injections"));
-    auto vm_stats = read_kvm_stats(vm->fd());
+    auto vm_stats = KvmStats::open(vm->fd());
     REQUIRE_MESSAGE(vm_stats, vm_stats.error().message);
-    CHECK_FALSE(vm_stats->empty());
+    auto vm_counters = vm_stats->read();
+    REQUIRE_MESSAGE(vm_counters, vm_counters.error().message);
+    CHECK_FALSE(vm_counters->empty());
 }
 
 TEST_CASE("a truncated state is refused, not read past") {

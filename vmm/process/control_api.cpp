@@ -143,6 +143,10 @@ json diagnose(Vm& vm) {
     for (std::size_t i = 0; i < d->vcpus.size(); ++i) {
         vcpus.push_back(vcpu_json(d->vcpus[i], i < d->vcpu_stats.size() ? d->vcpu_stats[i] : VmDiagnosis::Counters{}));
     }
+    // vCPUs that did not stop: their counters only.
+    for (std::size_t i = d->vcpus.size(); i < d->vcpu_stats.size(); ++i) {
+        vcpus.push_back({{"id", i}, {"kvm", counters(d->vcpu_stats[i])}});
+    }
     json ioapic = json::array();
     for (const auto& p : d->chips.ioapic) {
         ioapic.push_back({{"pin", p.pin},
@@ -155,20 +159,24 @@ json diagnose(Vm& vm) {
     }
     auto pic = [](const kvm::PicDiagnosis& p) { return json{{"irr", p.irr}, {"isr", p.isr}, {"imr", p.imr}}; };
     const auto& s = d->serial;
-    return {{"ok", true},
-            {"state", d->was_paused ? "paused" : "running"},
-            {"vcpus", vcpus},
-            {"ioapic", ioapic},
-            {"pic", {{"master", pic(d->chips.pic_master)}, {"slave", pic(d->chips.pic_slave)}}},
-            {"pit", {{"mode", d->chips.pit_mode}, {"count", d->chips.pit_count}, {"gate", d->chips.pit_gate}}},
-            {"kvmclock_ns", d->chips.clock_ns},
-            {"serial",
-             {{"ier", s.ier},
-              {"lsr", s.lsr},
-              {"mcr", s.mcr},
-              {"thr_interrupt_pending", s.thr_interrupt_pending},
-              {"rx_bytes", s.rx_fifo.size()}}},
-            {"kvm", counters(d->vm_stats)}};
+    json reply = {{"ok", true},
+                  {"state", d->was_paused ? "paused" : "running"},
+                  {"vcpus", vcpus},
+                  {"ioapic", ioapic},
+                  {"pic", {{"master", pic(d->chips.pic_master)}, {"slave", pic(d->chips.pic_slave)}}},
+                  {"pit", {{"mode", d->chips.pit_mode}, {"count", d->chips.pit_count}, {"gate", d->chips.pit_gate}}},
+                  {"kvmclock_ns", d->chips.clock_ns},
+                  {"serial",
+                   {{"ier", s.ier},
+                    {"lsr", s.lsr},
+                    {"mcr", s.mcr},
+                    {"thr_interrupt_pending", s.thr_interrupt_pending},
+                    {"rx_bytes", s.rx_fifo.size()}}},
+                  {"kvm", counters(d->vm_stats)}};
+    if (!d->vcpus_unavailable.empty()) {
+        reply["vcpus_unavailable"] = d->vcpus_unavailable;
+    }
+    return reply;
 }
 
 }  // namespace
