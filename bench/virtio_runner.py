@@ -87,7 +87,7 @@ def run_once(args, vmm, disk):
         machine.spawn("bench-g2h", guest_to_host)
         machine.on("SBX-VSOCK-LISTENING: 1236", host_to_guest)
         machine.start()
-        status = machine.wait(args.timeout)
+        status = machine.wait(args.timeout, silence=args.timeout)
         machine.join_handlers()
         for line in machine.output:
             m = BENCH_LINE.search(line)

@@ -13,7 +13,8 @@ guest (kernel, initramfs with its /sbx-run) and the same host side serve both:
 Everything the guest prints on its console is copied to stdout (with '\\r'
 removed); the host side adds lines starting with "HOST-". Marker lines from
 the guest trigger host actions (e.g. "SBX-VSOCK-LISTENING: 1234" -> connect).
-Exit status: the VMM's, or 124 if it had to be killed after --timeout, or
+Exit status: the VMM's, or 124 if it had to be killed (after --timeout, or
+after --silence seconds in which the guest printed nothing), or
 125 if the host side could not be set up.
 
 Scenarios (--scenario): "none" (just run), "vsock", "net". bench/virtio_runner.py
@@ -74,7 +75,8 @@ class Machine:
 
     def __init__(self, vmm, kernel, initrd, *, sbx_vmm=None, qemu="qemu-system-x86_64",
                  cpus=1, memory=256, cmdline=CMDLINE, disks=(), net=None, vsock_uds=None,
-                 vsock=False, rng=False, qemu_cache="auto", qemu_aio="io_uring"):
+                 vsock=False, rng=False, qemu_cache="auto", qemu_aio="io_uring",
+                 control=None):
         self.vmm = vmm
         self.kernel, self.initrd = kernel, initrd
         self.sbx_vmm, self.qemu = sbx_vmm, qemu
@@ -90,6 +92,8 @@ class Machine:
         self.threads = []
         self.output = []
         self._reader = None
+        self.control = control    # sbx-vmm's control socket, for "diagnose"
+        self.last_output = time.monotonic()
 
     def qemu_drive_options(self, path):
         cache = self.qemu_cache
@@ -110,6 +114,8 @@ class Machine:
                 argv += ["--vsock", f"cid={GUEST_CID},uds={self.vsock_uds}"]
             if self.rng:
                 argv += ["--rng"]
+            if self.control:
+                argv += ["--control", self.control]
             return argv
         argv = [self.qemu, "-M", QEMU_MACHINE, "-enable-kvm", "-cpu", "host",
                 "-smp", str(self.cpus), "-m", str(self.memory), "-nodefaults",
@@ -148,6 +154,7 @@ class Machine:
 
     def _read_console(self):
         for raw in self.proc.stdout:
+            self.last_output = time.monotonic()
             line = raw.decode(errors="replace").rstrip("\r\n").replace("\r", "")
             self.output.append(line)
             say(line)
@@ -164,12 +171,26 @@ class Machine:
         self._reader = threading.Thread(target=self._read_console, daemon=True)
         self._reader.start()
 
-    def wait(self, timeout):
-        """The VMM's exit status, or 124 after killing it at the deadline."""
-        try:
-            status = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            host("TIMEOUT", f"{self.vmm} still running after {timeout:.0f} s, killing it")
+    def wait(self, timeout, silence):
+        """The VMM's exit status, or 124 after killing it at the deadline or
+        once the console has been silent for `silence` seconds (a stalled
+        guest: these guests print as they go and finish in seconds)."""
+        deadline = self.started + timeout
+        status = None
+        while status is None:
+            now = time.monotonic()
+            if now >= deadline:
+                host("TIMEOUT", f"{self.vmm} still running after {timeout:.0f} s, killing it")
+                break
+            if now - self.last_output >= silence:
+                host("TIMEOUT", f"the guest printed nothing for {silence:.0f} s "
+                     f"({now - self.started:.0f} s in), killing {self.vmm}")
+                break
+            try:
+                status = self.proc.wait(timeout=min(1.0, deadline - now))
+            except subprocess.TimeoutExpired:
+                pass
+        if status is None:
             self.diagnose()
             self.proc.kill()
             try:
@@ -218,6 +239,20 @@ class Machine:
                 host("DIAG", f"dmesg: {line}")
         except (OSError, subprocess.TimeoutExpired):
             pass
+        if self.control and os.path.exists(self.control):
+            # The guest's side: each vCPU's RIP, interrupt state, LAPIC and
+            # KVM's counters (sbx-vmm's "diagnose" op, twice, 1 s apart).
+            system_map = os.path.join(os.path.dirname(self.kernel), "System.map")
+            argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "vm_diagnose.py"), self.control]
+            if os.path.exists(system_map):
+                argv.append(system_map)
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=75)
+                for line in (out.stdout + out.stderr).splitlines()[-40:]:
+                    host("DIAG", line)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                host("DIAG", f"vm_diagnose.py: {type(e).__name__}: {e}")
 
     def join_handlers(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -478,6 +513,8 @@ def main():
     ap.add_argument("--qemu-cache", default="auto", help="auto (none if O_DIRECT works), none, writeback")
     ap.add_argument("--qemu-aio", default="io_uring")
     ap.add_argument("--timeout", type=float, default=600, help="seconds for the whole VM run")
+    ap.add_argument("--silence", type=float, default=180,
+                    help="seconds without console output after which the guest counts as stalled")
     args = ap.parse_args()
     if args.vmm == "sbx" and not args.sbx_vmm:
         ap.error("--vmm sbx needs --sbx-vmm PATH")
@@ -486,7 +523,8 @@ def main():
     workdir = tempfile.mkdtemp(prefix="sbx-vmrun.", dir="/tmp")
     machine = Machine(args.vmm, args.kernel, args.initrd, sbx_vmm=args.sbx_vmm, qemu=args.qemu,
                       cpus=args.cpus, memory=args.memory, cmdline=args.cmdline, disks=args.disk,
-                      rng=args.rng, qemu_cache=args.qemu_cache, qemu_aio=args.qemu_aio)
+                      rng=args.rng, qemu_cache=args.qemu_cache, qemu_aio=args.qemu_aio,
+                      control=os.path.join(workdir, "control.sock") if args.vmm == "sbx" else None)
     cleanup = None
     try:
         if args.scenario == "vsock":
@@ -501,7 +539,7 @@ def main():
         return 125
     try:
         machine.start()
-        status = machine.wait(args.timeout)
+        status = machine.wait(args.timeout, args.silence)
         machine.join_handlers()
     finally:
         if cleanup:
