@@ -242,10 +242,17 @@ TEST_CASE("a follower that falls behind the log gets offset_gone, and the proces
     h.agent->processes().set_log_capacity(64 * 1024);
     auto follower = h.connect();
     auto watcher = h.connect();
-    auto flood = start(watcher, ExecRequest{.shell = "head -c 50000000 /dev/zero; echo done"});
+    // The flood waits for `go`, made once the follower is attached at offset
+    // 0: attaching after 64 KiB had gone by would be offset_gone already.
+    const auto go = h.dir.path / "go";
+    auto flood = start(watcher, ExecRequest{.shell = fmt::format("while [ ! -e '{}' ]; do sleep 0.01; done; "
+                                                                 "head -c 50000000 /dev/zero; echo done",
+                                                                 go.string())});
     REQUIRE(follower.send_request("proc_attach", Json{{"id", flood.id}}));
     auto attached = follower.read_reply();
-    REQUIRE(attached);
+    REQUIRE_MESSAGE(attached, (attached ? "" : attached.error().to_string()));
+    CHECK((*attached)["offset"] == 0);
+    std::ofstream{go};
     // The follower reads nothing while 50 MB go by; the process finishes anyway.
     wait_exited(watcher, flood.id);
     std::uint64_t next = (*attached)["offset"];
