@@ -57,9 +57,13 @@ agent_image() {
 
 # agent_run ARGS... : tests/guest/agent_run.py in level 1 with the kernel,
 # image and log directory; sets $status and $log (the combined output).
+# Every VMM must have exited 0 (or been stopped by the host): a level-1
+# failure or an agent_run.py error fails the test here, before any check
+# reads a log that was never written.
 agent_run() {
   run_nested "$work/out" --timeout 1700 -- /usr/bin/python3 "$src/tests/guest/agent_run.py" \
     --kernel "$kernel" --image "$image" --sbx-vmm "$build/vmm/process/sbx-vmm" --logdir "$work" "$@"
+  expect_status 0 "level 1 ran agent_run.py to the end, every VMM exited 0"
 }
 
 # expect_in VMM NEEDLE WHAT : the guest log of VMM contains NEEDLE.
