@@ -4,10 +4,12 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 
 #include "base/log.hpp"
 
@@ -146,9 +148,8 @@ std::optional<std::uint64_t> LazyMemory::guest_address(std::uint64_t host) const
     return std::nullopt;
 }
 
-// UFFDIO_COPY / UFFDIO_ZEROPAGE over the chunk's pages. A page that is
-// already present (EEXIST: the guest cannot have written a missing page,
-// so only another installer put it there) is skipped.
+// Installs the chunk; when that fails, the chunk's pages are made
+// inaccessible and every thread waiting on them is woken (fail_chunk).
 Result<void> LazyMemory::install(std::size_t index, std::vector<std::uint8_t>& buffer) {
     std::uint8_t expected = kMissing;
     if (!state_[index].compare_exchange_strong(expected, kInstalling)) {
@@ -157,8 +158,47 @@ Result<void> LazyMemory::install(std::size_t index, std::vector<std::uint8_t>& b
     const ChunkRef chunk = reader_.chunk(index);
     std::uint8_t* host = host_address(chunk.guest_start, chunk.length);
     if (host == nullptr) {
+        state_[index] = kFailed;
         return make_error("corrupt: chunk {} at {:#x} is outside guest memory", index, chunk.guest_start);
     }
+    auto copied = copy_chunk(index, chunk, host, buffer);
+    if (!copied) {
+        // The embedder hears of it before a vCPU can fault on the chunk
+        // (its KVM_RUN error would be a less telling first error).
+        record_error(copied.error());
+        fail_chunk(index, chunk, host);
+        return copied.error();
+    }
+    state_[index] = kInstalled;
+    if (++installed_ == state_.size()) {
+        auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_);
+        fully_loaded_us_ = us.count();
+        log::info("guest memory fully loaded from the snapshot {:.1f} ms after the start ({} faults served, {} of {} "
+                  "chunks installed by a fault first)",
+                  static_cast<double>(us.count()) / 1000, faults_.load(), chunks_by_fault_.load(), state_.size());
+    }
+    return ok();
+}
+
+// A chunk that cannot be installed (it fails its checksum, say) must never
+// be read as anything else: its pages become PROT_NONE, so a vCPU touching
+// them gets -EFAULT from KVM_RUN (KVM's get_user_pages fails on the
+// mapping) and a system call gets EFAULT, instead of a zero page or a wait
+// that never ends. Threads already waiting on the chunk are woken to see it.
+void LazyMemory::fail_chunk(std::size_t index, const ChunkRef& chunk, std::uint8_t* host) {
+    if (::mprotect(host, chunk.length, PROT_NONE) < 0) {
+        log::error("lazy restore: mprotect of failed chunk {}: {}", index, std::strerror(errno));
+    }
+    state_[index] = kFailed;
+    uffdio_range range{reinterpret_cast<std::uint64_t>(host), chunk.length};
+    ::ioctl(uffd_.get(), UFFDIO_WAKE, &range);
+}
+
+// UFFDIO_COPY / UFFDIO_ZEROPAGE over the chunk's pages. A page that is
+// already present (EEXIST: the guest cannot have written a missing page,
+// so only another installer put it there) is skipped.
+Result<void> LazyMemory::copy_chunk(std::size_t index, const ChunkRef& chunk, std::uint8_t* host,
+                                    std::vector<std::uint8_t>& buffer) {
     if (!chunk.zero) {
         buffer.resize(chunk.length);
         if (auto r = reader_.read_chunk(index, buffer); !r) {
@@ -187,14 +227,6 @@ Result<void> LazyMemory::install(std::size_t index, std::vector<std::uint8_t>& b
         } else if (result < 0 && errno != EAGAIN && errno != EINTR) {
             return sys_error("installing guest memory at {:#x}", chunk.guest_start + done);
         }
-    }
-    state_[index] = kInstalled;
-    if (++installed_ == state_.size()) {
-        auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_);
-        fully_loaded_us_ = us.count();
-        log::info("guest memory fully loaded from the snapshot {:.1f} ms after the start ({} faults served, {} of {} "
-                  "chunks installed by a fault first)",
-                  static_cast<double>(us.count()) / 1000, faults_.load(), chunks_by_fault_.load(), state_.size());
     }
     return ok();
 }

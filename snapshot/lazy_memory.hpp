@@ -44,10 +44,12 @@ public:
     // Called once, from a loader thread, with the first error met (a chunk
     // that fails its checksum, say): the guest cannot continue after one,
     // so the embedder stops the VM. Called at once if one already happened.
+    // The failed chunk's pages are PROT_NONE from then on: a vCPU touching
+    // them gets -EFAULT from KVM_RUN, never other bytes.
     void on_error(std::function<void(const Error&)> handler);
 
 private:
-    enum ChunkState : std::uint8_t { kMissing, kInstalling, kInstalled };
+    enum ChunkState : std::uint8_t { kMissing, kInstalling, kInstalled, kFailed };
     struct Region {
         std::uint64_t guest_start;
         std::uint8_t* host;
@@ -59,6 +61,9 @@ private:
     void load_all();
     // Installs chunk `index` unless another thread has claimed it.
     Result<void> install(std::size_t index, std::vector<std::uint8_t>& buffer);
+    Result<void> copy_chunk(std::size_t index, const ChunkRef& chunk, std::uint8_t* host,
+                            std::vector<std::uint8_t>& buffer);
+    void fail_chunk(std::size_t index, const ChunkRef& chunk, std::uint8_t* host);
     // The host view of [guest, guest + length) inside one region, or null.
     [[nodiscard]] std::uint8_t* host_address(std::uint64_t guest, std::uint64_t length) const;
     [[nodiscard]] std::optional<std::uint64_t> guest_address(std::uint64_t host) const;
