@@ -10,18 +10,6 @@
 namespace sbx::agent {
 namespace {
 
-// Compares without an early exit, so timing says nothing about the token.
-bool same_token(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) {
-        return false;
-    }
-    unsigned char diff = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-    }
-    return diff == 0;
-}
-
 std::string read_boot_id() {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
     std::string id;
@@ -48,21 +36,23 @@ Agent::Agent(AgentOptions options)
       boot_id_(read_boot_id()),
       processes_(std::make_unique<ProcessTable>()),
       identity_(std::make_unique<IdentityState>(options_.identity_kernel ? options_.identity_kernel
-                                                                         : make_system_identity_kernel())) {
+                                                                         : make_system_identity_kernel())),
+      door_(std::move(options_.token), options_.limits) {
+    options_.token.clear();  // one copy, in the door: the identity op may replace it
     register_exec_ops(ops_);
     register_file_ops(ops_);
     register_tar_ops(ops_);
     register_forward_ops(ops_);
     register_health_ops(ops_);
     register_identity_ops(ops_);
-    if (options_.token.empty()) {
+    if (!door_.has_token()) {
         log::warn("no sbx.token on the kernel command line: any client that reaches the agent is served");
     }
 }
 
 Agent::~Agent() = default;
 
-bool Agent::handshake(FrameStream& stream) {
+bool Agent::handshake(FrameStream& stream, Door::Ticket& ticket) {
     auto hello = stream.read_message();
     if (!hello) {
         if (!is_closed(hello.error())) {
@@ -82,11 +72,19 @@ bool Agent::handshake(FrameStream& stream) {
     if (!version || !token) {
         return fail(code::kBadRequest, (!version ? version.error() : token.error()).to_string());
     }
-    if (!same_token(*token, options_.token)) {
+    if (!door_.token_matches(*token)) {
         return fail(code::kUnauthorized, "wrong or missing token");
     }
     if (*version < 1) {
         return fail(code::kUnsupportedVersion, fmt::format("this agent speaks version {}", kProtocolVersion));
+    }
+    switch (door_.authenticate(ticket)) {
+    case Door::Admission::admitted:
+        break;
+    case Door::Admission::full:
+        return fail(code::kLimit, fmt::format("the agent serves at most {} sessions", door_.limits().max_sessions));
+    case Door::Admission::closed:
+        return false;  // shut down: its hello deadline passed, or it was evicted
     }
     auto r = stream.write_message(Json{{"type", "hello"},
                                        {"version", std::min<std::int64_t>(*version, kProtocolVersion)},
@@ -96,10 +94,11 @@ bool Agent::handshake(FrameStream& stream) {
 }
 
 void Agent::serve(UniqueFd connection) {
-    ++sessions_;
     FrameStream stream(std::move(connection));
+    // Declared after the stream: the ticket leaves the door before the fd closes.
+    Door::Ticket ticket = door_.arrive(stream.fd());
     Session session(*this, stream);
-    if (handshake(stream)) {
+    if (handshake(stream, ticket)) {
         while (!session.finished()) {
             auto frame = stream.read();
             if (!frame) {
@@ -148,7 +147,6 @@ void Agent::serve(UniqueFd connection) {
             }
         }
     }
-    --sessions_;
 }
 
 }  // namespace sbx::agent

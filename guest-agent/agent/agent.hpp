@@ -6,13 +6,13 @@
 // Nothing a client sends can stop the agent from serving the others.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "base/unique_fd.hpp"
+#include "guest-agent/agent/door.hpp"
 #include "guest-agent/protocol/frame_stream.hpp"
 
 namespace sbx::agent {
@@ -28,6 +28,7 @@ using HostConnector = std::function<Result<UniqueFd>(std::uint32_t port)>;
 
 struct AgentOptions {
     std::string token;                            // empty: no authentication (logged loudly)
+    DoorLimits limits;                            // hello deadline, session and pending bounds
     std::string env_file = "/etc/sandboxer/env";  // KEY=VALUE lines added to every exec
     HostConnector connect_host;                   // may be empty (no ready, no reverse forwards)
     // The RNG, vsock and network calls of the identity op; empty: the real
@@ -76,18 +77,23 @@ public:
     [[nodiscard]] const std::string& boot_id() const { return boot_id_; }
     [[nodiscard]] ProcessTable& processes() { return *processes_; }
     [[nodiscard]] IdentityState& identity() { return *identity_; }
-    [[nodiscard]] std::size_t active_sessions() const { return sessions_.load(); }
+    // The token, the hello deadline and the session bounds (the token
+    // moves there: `options().token` is empty once the agent runs).
+    [[nodiscard]] Door& door() { return door_; }
+    // Authenticated sessions (connections still before their hello do not count).
+    [[nodiscard]] std::size_t active_sessions() const { return door_.sessions(); }
 
 private:
-    // Returns false when the client may not go on (bad token or version).
-    bool handshake(FrameStream& stream);
+    // Returns false when the client may not go on (bad token or version,
+    // no session free, or the door shut the connection).
+    bool handshake(FrameStream& stream, Door::Ticket& ticket);
 
     AgentOptions options_;
     std::string boot_id_;
     OpTable ops_;
     std::unique_ptr<ProcessTable> processes_;
     std::unique_ptr<IdentityState> identity_;
-    std::atomic<std::size_t> sessions_{0};
+    Door door_;
 };
 
 // The per-boot token from a kernel command line ("sbx.token=HEX"), or "".

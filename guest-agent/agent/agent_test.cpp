@@ -1,8 +1,11 @@
 // Sessions: the hello and its token, request dispatch, and hostile input
 // (malformed, truncated, oversized frames, unknown ops), with the agent
-// serving other clients throughout.
+// serving other clients throughout; the door's hello deadline and bounds.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "guest-agent/agent/agent_test_util.hpp"
 
@@ -145,4 +148,102 @@ TEST_CASE("readiness is announced to the host listener") {
     agent_side.join();
     REQUIRE(ready.has_value());
     CHECK((*ready)["boot_id"] == "b");
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Waits (at most `limit`) for the agent to close `fd`: true on EOF.
+bool closed_within(const UniqueFd& fd, milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (true) {
+        auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            return false;
+        }
+        pollfd p{fd.get(), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+            continue;
+        }
+        char byte = 0;
+        ssize_t n = ::read(fd.get(), &byte, 1);
+        if (n <= 0) {
+            return n == 0 || errno == ECONNRESET;
+        }
+    }
+}
+
+bool pending_drops_to(AgentHarness& h, std::size_t count) {
+    for (int i = 0; i < 1000; ++i) {
+        if (h.agent->door().pending() <= count) {
+            return true;
+        }
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a connection without a hello is closed at the hello deadline") {
+    AgentHarness h(std::string(kTestToken), DoorLimits{.hello_timeout = milliseconds(300)});
+    const auto start = std::chrono::steady_clock::now();
+    auto fd = h.connect_raw();
+    SUBCASE("silent") {}
+    SUBCASE("a hello sent a byte at a time, too slowly") {
+        std::vector<std::uint8_t> hello = json_frame(R"({"type":"hello","version":1,"token":"0123456789abcdef"})");
+        for (std::size_t i = 0; i < 3; ++i) {
+            REQUIRE(::write(fd.get(), &hello[i], 1) == 1);
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+    }
+    CHECK(closed_within(fd, milliseconds(20000)));
+    CHECK(std::chrono::steady_clock::now() - start >= milliseconds(300));
+    CHECK(pending_drops_to(h, 0));
+    auto client = h.connect();  // one in time is served
+    CHECK(client.health().has_value());
+}
+
+TEST_CASE("connections before their hello do not keep out an authenticated one") {
+    AgentHarness h(std::string(kTestToken), DoorLimits{.max_sessions = 2, .max_pending = 4});
+    std::vector<UniqueFd> idle;
+    for (std::size_t i = 0; i < 16; ++i) {
+        idle.push_back(h.connect_raw());
+        for (int wait = 0; wait < 2000 && h.agent->door().arrivals() <= i; ++wait) {
+            std::this_thread::sleep_for(milliseconds(5));
+        }
+        REQUIRE(h.agent->door().arrivals() == i + 1);
+        if (i >= 4) {  // each one past max_pending shuts down the oldest
+            CHECK(closed_within(idle[i - 4], milliseconds(20000)));
+        }
+    }
+    auto first = h.connect();  // room made by shutting down the oldest idle one
+    CHECK(first.health().has_value());
+    CHECK(closed_within(idle[12], milliseconds(20000)));
+    CHECK(pending_drops_to(h, 3));
+    CHECK(h.agent->active_sessions() == 1);
+
+    auto second = h.connect();
+    auto third = AgentClient::handshake(h.connect_raw(), kTestToken);
+    REQUIRE_FALSE(third);
+    CHECK(error_code(third.error()) == "limit");
+    CHECK(h.agent->active_sessions() == 2);
+    {
+        auto gone = std::move(second);
+    }  // one session ends: its place is free again
+    for (int i = 0; i < 500 && h.agent->active_sessions() > 1; ++i) {
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+    auto again = h.connect();
+    CHECK(again.health().has_value());
+    CHECK(first.health().has_value());
+}
+
+TEST_CASE("the hello deadline is read from the kernel command line") {
+    CHECK(hello_timeout_from_cmdline("quiet sbx.hello_timeout=120 sbx.token=ab") == std::chrono::seconds(120));
+    CHECK_FALSE(hello_timeout_from_cmdline("quiet sbx.token=ab").has_value());
+    CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=0").has_value());
+    CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=5s").has_value());
+    CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=99999999999").has_value());
 }

@@ -42,9 +42,10 @@ struct AgentHarness {
     std::shared_ptr<FakeIdentityKernel> identity_kernel = std::make_shared<FakeIdentityKernel>();
 
     // `host_prefix`: where connect_host(port) goes, "<dir>/host_<port>".
-    explicit AgentHarness(std::string token = std::string(kTestToken)) {
+    explicit AgentHarness(std::string token = std::string(kTestToken), DoorLimits limits = {}) {
         AgentOptions options;
         options.token = std::move(token);
+        options.limits = limits;
         options.identity_kernel = identity_kernel;
         options.env_file = (dir.path / "env").string();
         std::string prefix = (dir.path / "host").string();

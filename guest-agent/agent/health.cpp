@@ -57,7 +57,7 @@ Result<void> health(Session& session, const Json&) {
                                                {"memory", meminfo()},
                                                {"disk", disk("/")},
                                                {"sessions", agent.active_sessions()},
-                                               {"authenticated", !agent.options().token.empty()},
+                                               {"authenticated", agent.door().has_token()},
                                                {"generation", agent.identity().generation()},
                                                {"cid", cid ? Json(*cid) : Json(nullptr)}});
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "base/log.hpp"
@@ -18,19 +19,19 @@
 
 namespace {
 
-constexpr std::size_t kMaxSessions = 1024;
-
 void usage() {
     std::fputs(
         "usage: sbx-agent [--listen-unix PATH] [--host-unix PREFIX] [--port N] [--token T] [--env-file PATH]\n"
-        "  default: vsock port 52; the token comes from sbx.token= on the kernel command line;\n"
+        "                 [--hello-timeout SECONDS]\n"
+        "  default: vsock port 52; the token comes from sbx.token= on the kernel command line, the\n"
+        "  hello deadline from sbx.hello_timeout= (default 60 s);\n"
         "  --listen-unix / --host-unix serve and reach the host over Unix sockets (tests).\n",
         stderr);
 }
 
 // Each session holds a few fds (a forward about six: socket, TCP socket,
 // two pipes); the usual soft limit of 1024 would cap sessions far below
-// kMaxSessions.
+// DoorLimits::max_sessions.
 void raise_fd_limit() {
     rlimit limit{};
     if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     std::signal(SIGXFSZ, SIG_IGN);
     raise_fd_limit();
-    std::string listen_unix, host_unix, token, env_file;
+    std::string listen_unix, host_unix, token, env_file, hello_timeout;
     bool have_token = false;
     std::uint32_t port = sbx::agent::kAgentPort;
     for (int i = 1; i < argc; ++i) {
@@ -100,14 +101,30 @@ int main(int argc, char** argv) {
             have_token = true;
         } else if (arg == "--env-file") {
             env_file = value();
+        } else if (arg == "--hello-timeout") {
+            hello_timeout = value();
         } else {
             usage();
             return 2;
         }
     }
 
+    const std::string cmdline = read_text("/proc/cmdline");
     sbx::agent::AgentOptions options;
-    options.token = have_token ? token : sbx::agent::token_from_cmdline(read_text("/proc/cmdline"));
+    options.token = have_token ? token : sbx::agent::token_from_cmdline(cmdline);
+    if (!hello_timeout.empty()) {
+        auto timeout = sbx::agent::hello_timeout_from_cmdline("sbx.hello_timeout=" + hello_timeout);
+        if (!timeout) {
+            usage();
+            return 2;
+        }
+        options.limits.hello_timeout = *timeout;
+    } else if (auto timeout = sbx::agent::hello_timeout_from_cmdline(cmdline)) {
+        options.limits.hello_timeout = *timeout;
+    } else if (cmdline.find("sbx.hello_timeout=") != std::string::npos) {
+        sbx::log::warn("sbx.hello_timeout= wants whole seconds from 1 to 86400; using {} s",
+                       std::chrono::duration_cast<std::chrono::seconds>(options.limits.hello_timeout).count());
+    }
     if (!env_file.empty()) {
         options.env_file = env_file;
     }
@@ -132,9 +149,14 @@ int main(int argc, char** argv) {
             std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. EMFILE: back off, keep serving
             continue;
         }
-        if (agent.active_sessions() >= kMaxSessions) {
-            continue;  // closed by the UniqueFd: the client sees EOF
+        // The door bounds the threads: pending connections past
+        // DoorLimits::max_pending are shut down, sessions past max_sessions
+        // refused at their hello.
+        try {
+            std::thread([&agent, fd = std::move(*connection)]() mutable { agent.serve(std::move(fd)); }).detach();
+        } catch (const std::system_error& e) {
+            sbx::log::warn("no thread for a connection: {}", e.what());  // the fd closes with the lambda
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
-        std::thread([&agent, fd = std::move(*connection)]() mutable { agent.serve(std::move(fd)); }).detach();
     }
 }
