@@ -23,6 +23,25 @@ TEST_CASE("Result carries a value or an error") {
     CHECK(fail.error().to_string() == "open x: No such file or directory");
 }
 
+TEST_CASE("an error's code is kept by context() and stays out of the message") {
+    Error plain = make_error("no code");
+    CHECK(plain.code.empty());
+    Error coded = make_coded_error("vm_not_running", "the VM is {}", "exiting");
+    CHECK(coded.code == "vm_not_running");
+    CHECK(coded.message == "the VM is exiting");
+    CHECK(coded.to_string() == "the VM is exiting");
+    Error wrapped = coded.context("pause").context("control");
+    CHECK(wrapped.code == "vm_not_running");
+    CHECK(wrapped.to_string() == "control: pause: the VM is exiting");
+    Error sys = errno_error("open x", ENOENT).with_code("io");
+    CHECK(sys.code == "io");
+    CHECK(sys.errno_value == ENOENT);
+    CHECK(sys.context("snapshot").to_string() == "snapshot: open x: No such file or directory");
+    CHECK(sys.context("snapshot").errno_value == ENOENT);
+    Result<void> failed = make_coded_error("bad_request", "level is 1..19");
+    CHECK(failed.error().code == "bad_request");
+}
+
 TEST_CASE("UniqueFd closes on destruction and moves ownership") {
     int raw = -1;
     {

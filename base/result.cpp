@@ -12,8 +12,10 @@ std::string Error::to_string() const {
 }
 
 Error Error::context(std::string_view what) const {
-    return Error{fmt::format("{}: {}", what, message), errno_value};
+    return Error{fmt::format("{}: {}", what, message), errno_value, code};
 }
+
+Error Error::with_code(std::string_view new_code) const { return Error{message, errno_value, std::string(new_code)}; }
 
 Error make_error(std::string message) { return Error{std::move(message), 0}; }
 

@@ -11,15 +11,23 @@
 
 namespace sbx {
 
-// An error: a human-readable message and, where one applies, the errno.
+// An error: a human-readable message, where one applies the errno, and
+// where a caller may act on it a code: a short stable snake_case word
+// ("bad_request", "vm_not_running") that is not repeated in the message.
 struct Error {
     std::string message;
     int errno_value = 0;
+    std::string code{};  // empty: none
 
+    // The message and the errno's text; not the code.
     [[nodiscard]] std::string to_string() const;
 
-    // Wrap this error with the context of the caller ("loading kernel: ...").
+    // Wrap this error with the context of the caller ("loading kernel: ..."),
+    // keeping its errno and code.
     [[nodiscard]] Error context(std::string_view what) const;
+
+    // This error with `code` as its code.
+    [[nodiscard]] Error with_code(std::string_view new_code) const;
 };
 
 [[nodiscard]] Error make_error(std::string message);
@@ -70,6 +78,12 @@ inline Result<void> ok() { return {}; }
 template <typename... Args>
 [[nodiscard]] Error make_error(fmt::format_string<Args...> fmt, Args&&... args) {
     return Error{fmt::format(fmt, std::forward<Args>(args)...), 0};
+}
+
+// An error with a code: make_coded_error("bad_request", "level is {}..{}", 1, 19).
+template <typename... Args>
+[[nodiscard]] Error make_coded_error(std::string_view code, fmt::format_string<Args...> fmt, Args&&... args) {
+    return Error{fmt::format(fmt, std::forward<Args>(args)...), 0, std::string(code)};
 }
 
 // An error for the system call that just failed: errno is read before
