@@ -114,8 +114,8 @@ Result<std::unique_ptr<Vm>> VmBuilder::restore(const MachineState& state, const 
         return r.error();
     }
     if (state.vcpus.size() != config_.cpus) {
-        return make_error("config_mismatch: the snapshot has {} vCPUs, the configuration {}", state.vcpus.size(),
-                          config_.cpus);
+        return make_coded_error("config_mismatch", "the snapshot has {} vCPUs, the configuration {}",
+                                state.vcpus.size(), config_.cpus);
     }
     auto devices = open_virtio_devices(config_);
     if (!devices) {

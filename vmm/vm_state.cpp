@@ -32,7 +32,7 @@ Result<void> Vm::pause() {
         return ok();
     }
     if (!running_ || stopping_) {
-        return make_error("vm_not_running: the VM is not running");
+        return make_coded_error("vm_not_running", "the VM is not running");
     }
     pause_requested_ = true;
     kick_vcpus();
@@ -41,8 +41,8 @@ Result<void> Vm::pause() {
     if (stopping_ || !all_parked) {
         pause_requested_ = false;
         run_state_changed_.notify_all();
-        return make_error(stopping_ ? "vm_not_running: the VM exited while pausing"
-                                    : "pause_timeout: a vCPU did not stop within 10 s");
+        return stopping_ ? make_coded_error("vm_not_running", "the VM exited while pausing")
+                         : make_coded_error("pause_timeout", "a vCPU did not stop within 10 s");
     }
     for (const auto& vcpu : vcpus_) {
         if (auto r = vcpu.notify_paused(); !r) {
@@ -65,7 +65,7 @@ Result<void> Vm::resume() {
         return ok();
     }
     if (stopping_) {
-        return make_error("vm_not_running: the VM is exiting");
+        return make_coded_error("vm_not_running", "the VM is exiting");
     }
     start_device_thread();
     paused_ = false;
@@ -119,7 +119,7 @@ Result<std::vector<MemoryRegionSpec>> Vm::stop_dirty_tracking() {
 Result<MachineState> Vm::save_state() const {
     std::lock_guard lock(run_state_mutex_);
     if (!paused_) {
-        return make_error("vm_not_paused: pause the VM before saving its state");
+        return make_coded_error("vm_not_paused", "pause the VM before saving its state");
     }
     MachineState state;
     for (const auto& vcpu : vcpus_) {
@@ -212,12 +212,12 @@ Result<VmDiagnosis> Vm::diagnose() {
 
 Result<void> Vm::restore_state(const MachineState& state) {
     if (state.vcpus.size() != vcpus_.size()) {
-        return make_error("config_mismatch: the snapshot has {} vCPUs, this VM {}", state.vcpus.size(),
-                          vcpus_.size());
+        return make_coded_error("config_mismatch", "the snapshot has {} vCPUs, this VM {}",
+                                state.vcpus.size(), vcpus_.size());
     }
     if (state.virtio.size() != virtio_devices_.size()) {
-        return make_error("config_mismatch: the snapshot has {} virtio devices, this VM {}", state.virtio.size(),
-                          virtio_devices_.size());
+        return make_coded_error("config_mismatch", "the snapshot has {} virtio devices, this VM {}",
+                                state.virtio.size(), virtio_devices_.size());
     }
     // VM-wide chips first (the IOAPIC routes what the LAPICs then receive),
     // then each vCPU, then the devices that may raise interrupts.

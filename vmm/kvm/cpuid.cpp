@@ -130,8 +130,8 @@ Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved,
     std::string saved_vendor = vendor_of(saved);
     std::string host_vendor = vendor_of(host_supported);
     if (saved_vendor != host_vendor) {
-        return make_error("cpu_mismatch: the snapshot's CPU vendor is '{}', this host's is '{}'",
-                          saved_vendor, host_vendor);
+        return make_coded_error("cpu_mismatch", "the snapshot's CPU vendor is '{}', this host's is '{}'",
+                                saved_vendor, host_vendor);
     }
     for (const auto& f : kFeatureRegs) {
         const CpuidEntry* want = find(saved, f.function, f.index);
@@ -143,9 +143,9 @@ Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved,
         std::uint32_t offered = have == nullptr ? 0 : reg_value(*have, f.reg);
         std::uint32_t missing = wanted & ~offered;
         if (missing != 0) {
-            return make_error(
-                "cpu_mismatch: {} bits {} ({:#010x}) are used by the snapshot but not supported by "
-                "this host's KVM",
+            return make_coded_error(
+                "cpu_mismatch",
+                "{} bits {} ({:#010x}) are used by the snapshot but not supported by this host's KVM",
                 describe_leaf(f), bit_list(missing), missing);
         }
     }

@@ -31,7 +31,7 @@ struct CpuidEntry {
 // `host_supported` (KVM_GET_SUPPORTED_CPUID), except the bits the VMM or KVM
 // set at run time rather than report as supported (hypervisor, TSC deadline,
 // HTT, OSXSAVE, APIC, OSPKE). The vendor strings (leaf 0) must match. The
-// error starts with "cpu_mismatch: " and names leaf, register and bits.
+// error's code is "cpu_mismatch"; its message names leaf, register and bits.
 [[nodiscard]] Result<void> check_cpuid_compatible(std::span<const CpuidEntry> saved,
                                                   std::span<const CpuidEntry> host_supported);
 

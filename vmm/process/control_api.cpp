@@ -20,17 +20,27 @@ json state_reply(const Vm& vm, const VmConfig& config) {
             {"memory_mib", config.memory_mib}};
 }
 
+// snapshot/format's errors still say their code as the message's first
+// word ("io: ..."): that library's error_code() reads it.
+Error with_format_code(const Error& error) {
+    if (!error.code.empty()) {
+        return error;
+    }
+    auto word = snapshot::error_code(error);
+    return word.empty() ? error : error.with_code(word);
+}
+
 Result<snapshot::SaveOptions> save_options(const json& request) {
     snapshot::SaveOptions options;
     std::string mode = request.value("mode", std::string("compressed"));
     if (mode == "raw") {
         options.mode = snapshot::MemoryMode::Raw;
     } else if (mode != "compressed") {
-        return make_error("bad_request: mode is \"compressed\" or \"raw\", not \"{}\"", mode);
+        return make_coded_error("bad_request", "mode is \"compressed\" or \"raw\", not \"{}\"", mode);
     }
     options.zstd_level = request.value("level", 1);
     if (options.zstd_level < 1 || options.zstd_level > 19) {
-        return make_error("bad_request: level is 1..19");
+        return make_coded_error("bad_request", "level is 1..19");
     }
     options.threads = request.value("threads", 0U);
     return options;
@@ -40,7 +50,7 @@ Result<snapshot::SaveOptions> save_options(const json& request) {
 // and leaves the VM paused unless the request says "resume": true.
 json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     if (!request.contains("path") || !request["path"].is_string()) {
-        return ControlServer::error_reply(make_error("bad_request: snapshot needs a \"path\""));
+        return ControlServer::error_reply(make_coded_error("bad_request", "snapshot needs a \"path\""));
     }
     auto options = save_options(request);
     if (!options) {
@@ -71,7 +81,7 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     const auto paused = std::chrono::steady_clock::now();
     auto stats = snapshot::save_vm(vm, config, request["path"].get<std::string>(), *options);
     if (!stats) {
-        return ControlServer::error_reply(stats.error());
+        return ControlServer::error_reply(with_format_code(stats.error()));
     }
     if (request.value("resume", false)) {
         if (auto r = vm.resume(); !r) {
@@ -200,7 +210,8 @@ json handle_control_request(Vm& vm, const VmConfig& config, const json& request)
         vm.request_stop();
         return {{"ok", true}, {"state", "stopping"}};
     }
-    return ControlServer::error_reply(make_error("bad_request: unknown op \"{}\" (status, pause, resume, snapshot, diagnose, stop)", op));
+    return ControlServer::error_reply(
+        make_coded_error("bad_request", "unknown op \"{}\" (status, pause, resume, snapshot, diagnose, stop)", op));
 }
 
 }  // namespace sbx

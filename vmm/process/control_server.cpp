@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <algorithm>
-#include <cctype>
 #include <cstring>
 
 #include "base/log.hpp"
@@ -61,15 +59,8 @@ ControlServer::~ControlServer() {
 }
 
 nlohmann::json ControlServer::error_reply(const Error& error) {
-    std::string message = error.to_string();
-    std::string code = "failed";
-    auto colon = message.find(':');
-    if (colon != std::string::npos && colon > 0 &&
-        std::all_of(message.begin(), message.begin() + static_cast<std::ptrdiff_t>(colon),
-                    [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0 || c == '_'; })) {
-        code = message.substr(0, colon);
-    }
-    return {{"ok", false}, {"error", code}, {"message", message}};
+    return {{"ok", false}, {"error", error.code.empty() ? std::string("failed") : error.code},
+            {"message", error.to_string()}};
 }
 
 void ControlServer::serve() {
@@ -123,12 +114,12 @@ void ControlServer::serve_client(int fd) {
             nlohmann::json reply;
             auto request = nlohmann::json::parse(line, nullptr, false);
             if (request.is_discarded() || !request.is_object()) {
-                reply = error_reply(make_error("bad_request: a request is one JSON object on one line"));
+                reply = error_reply(make_coded_error("bad_request", "a request is one JSON object on one line"));
             } else {
                 try {
                     reply = handler_(request);
                 } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
-                    reply = error_reply(make_error("bad_request: {}", e.what()));
+                    reply = error_reply(make_coded_error("bad_request", "{}", e.what()));
                 }
             }
             if (!write_all(fd, reply.dump() + "\n")) {
@@ -136,7 +127,7 @@ void ControlServer::serve_client(int fd) {
             }
         }
         if (buffer.size() > kMaxRequest) {
-            write_all(fd, error_reply(make_error("bad_request: request longer than 64 KiB")).dump() + "\n");
+            write_all(fd, error_reply(make_coded_error("bad_request", "request longer than 64 KiB")).dump() + "\n");
             return;
         }
     }

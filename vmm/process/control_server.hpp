@@ -29,8 +29,8 @@ public:
     ~ControlServer();
 
     // The reply to a request that failed: {"ok": false, "error": CODE,
-    // "message": MESSAGE}, CODE being the message's leading code word
-    // ("cpu_mismatch: ...") or "failed".
+    // "message": MESSAGE}, CODE being the error's code, or "failed" when it
+    // has none.
     static nlohmann::json error_reply(const Error& error);
 
 private:

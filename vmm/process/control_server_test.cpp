@@ -42,7 +42,7 @@ TEST_CASE("the control socket answers each JSON line and refuses what is not a r
     auto server = ControlServer::start(path, [&](const nlohmann::json& request) {
         ++served;
         if (request.value("op", std::string()) == "fail") {
-            return ControlServer::error_reply(make_error("vm_not_paused: pause first"));
+            return ControlServer::error_reply(make_coded_error("vm_not_paused", "pause first"));
         }
         return nlohmann::json{{"ok", true}, {"echo", request.at("op").get<std::string>()}};
     });
@@ -74,8 +74,18 @@ TEST_CASE("the control socket answers each JSON line and refuses what is not a r
     CHECK(::access(path.c_str(), F_OK) != 0);  // the socket file is removed
 }
 
-TEST_CASE("error replies carry the message's code word, or 'failed'") {
-    CHECK(ControlServer::error_reply(make_error("cpu_mismatch: leaf 7"))["error"].get<std::string>() == "cpu_mismatch");
-    CHECK(ControlServer::error_reply(make_error("open /x: No such file"))["error"].get<std::string>() == "failed");
+TEST_CASE("error replies carry the error's code, or 'failed'") {
+    auto coded = ControlServer::error_reply(make_coded_error("cpu_mismatch", "leaf {:#x}", 7));
+    CHECK_FALSE(coded["ok"].get<bool>());
+    CHECK(coded["error"].get<std::string>() == "cpu_mismatch");
+    CHECK(coded["message"].get<std::string>() == "leaf 0x7");
+    auto wrapped = ControlServer::error_reply(make_coded_error("vm_not_running", "exiting").context("pause"));
+    CHECK(wrapped["error"].get<std::string>() == "vm_not_running");
+    CHECK(wrapped["message"].get<std::string>() == "pause: exiting");
+    // A message that looks like "code: text" is only a message.
+    CHECK(ControlServer::error_reply(make_error("cpu_mismatch: leaf 7"))["error"].get<std::string>() == "failed");
     CHECK(ControlServer::error_reply(make_error("no colon"))["error"].get<std::string>() == "failed");
+    auto sys = ControlServer::error_reply(errno_error("open /x", ENOENT).with_code("io"));
+    CHECK(sys["error"].get<std::string>() == "io");
+    CHECK(sys["message"].get<std::string>() == "open /x: No such file or directory");
 }

@@ -121,6 +121,12 @@ sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Rest
     return restored;
 }
 
+// An error for the log, led by its code when it has one
+// ("config_mismatch: the snapshot has 2 vCPUs, ...").
+std::string describe(const sbx::Error& error) {
+    return error.code.empty() ? error.to_string() : fmt::format("{}: {}", error.code, error.to_string());
+}
+
 // How a lazily restored VM's memory loaded, for the log.
 void log_lazy_stats(const sbx::snapshot::LazyMemory& lazy) {
     auto stats = lazy.stats();
@@ -188,7 +194,7 @@ int main(int argc, char** argv) {
     if (!restore.path.empty()) {
         auto r = restore_vm(f, restore, start);
         if (!r) {
-            sbx::log::error("{}", r.error().to_string());
+            sbx::log::error("{}", describe(r.error()));
             return kExitConfigError;
         }
         restored = std::move(*r);
@@ -198,7 +204,7 @@ int main(int argc, char** argv) {
         auto applied = apply_flags(f, config, false);
         auto built = applied ? sbx::VmBuilder(config, start).build() : applied.error();
         if (!built) {
-            sbx::log::error("{}", built.error().to_string());
+            sbx::log::error("{}", describe(built.error()));
             return kExitConfigError;
         }
         booted = std::move(*built);
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
             return sbx::handle_control_request(*vm, config, request);
         });
         if (!started) {
-            sbx::log::error("{}", started.error().to_string());
+            sbx::log::error("{}", describe(started.error()));
             return kExitConfigError;
         }
         server = std::move(*started);
