@@ -1,6 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "snapshot/machine_codec.hpp"
+// The kernel structures' sizes, which the KVM state decoders check: a
+// test-only use of the KVM layer's header, to build well-sized images.
+#include "vmm/kvm/linux_kvm.hpp"
 
 using namespace sbx;
 using namespace sbx::snapshot;
@@ -20,6 +25,90 @@ VmConfig sample_config() {
     config.rng = true;
     config.console.kind = ConsoleConfig::Kind::None;  // host-side: not saved
     return config;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t size, std::uint8_t seed) {
+    std::vector<std::uint8_t> out(size);
+    for (std::size_t i = 0; i < size; ++i) {
+        out[i] = static_cast<std::uint8_t>(seed + i * 13);
+    }
+    return out;
+}
+
+kvm::VcpuState sample_vcpu(std::uint8_t seed) {
+    kvm::VcpuState s;
+    s.cpuid = {{0, 0, 0, 0xd, 0x68747541, 0x444d4163, 0x69746e65}, {7, 0, 1, 0, 0x219c07ab, 0, 0}};
+    s.regs = pattern(sizeof(kvm_regs), seed);
+    s.sregs = pattern(sizeof(kvm_sregs), seed + 1);
+    s.xsave = pattern(sizeof(kvm_xsave), seed + 2);
+    kvm_xcrs xcrs{};
+    xcrs.nr_xcrs = 1;  // decode refuses more than KVM_MAX_XCRS
+    xcrs.xcrs[0].value = 7;
+    s.xcrs.resize(sizeof xcrs);
+    std::memcpy(s.xcrs.data(), &xcrs, sizeof xcrs);
+    s.debugregs = pattern(sizeof(kvm_debugregs), seed + 4);
+    s.lapic = pattern(sizeof(kvm_lapic_state), seed + 5);
+    s.events = pattern(sizeof(kvm_vcpu_events), seed + 6);
+    s.mp_state = pattern(sizeof(kvm_mp_state), seed + 7);
+    s.msrs = {{0x10, 123456789}, {0xc0000082, 0xffffffff81000000ULL}};
+    s.tsc_khz = 2445434;
+    return s;
+}
+
+// A machine every decoder accepts: images of the right sizes, irqchip
+// images with their chip ids, device states within their limits.
+MachineState sample_machine() {
+    MachineState m;
+    m.vcpus = {sample_vcpu(1), sample_vcpu(40)};
+    std::vector<std::uint8_t>* chips[] = {&m.vm.pic_master, &m.vm.pic_slave, &m.vm.ioapic};
+    for (std::uint32_t id = 0; id < 3; ++id) {
+        kvm_irqchip chip{};
+        chip.chip_id = id;
+        chip.chip.pic.irq_base = static_cast<std::uint8_t>(0x20 + 8 * id);
+        chips[id]->resize(sizeof chip);
+        std::memcpy(chips[id]->data(), &chip, sizeof chip);
+    }
+    m.vm.pit2 = pattern(sizeof(kvm_pit_state2), 90);
+    m.vm.clock = pattern(sizeof(kvm_clock_data), 100);
+    m.serial.ier = 0x03;
+    m.serial.lcr = 0x03;
+    m.serial.mcr = 0x0b;
+    m.serial.lsr = 0x60;
+    m.serial.dll = 0x01;
+    m.serial.fifo_enabled = true;
+    m.serial.thr_interrupt_pending = true;
+    m.serial.rx_fifo = "ls\n";
+    m.i8042.control = 0x47;
+    m.i8042.output = {0xfa, 0xaa};
+    m.virtio = {{1, 2, 3}, {}, std::vector<std::uint8_t>(300, 0x5a)};
+    return m;
+}
+
+bool equal(const kvm::VcpuState& a, const kvm::VcpuState& b) {
+    return a.cpuid == b.cpuid && a.regs == b.regs && a.sregs == b.sregs && a.xsave == b.xsave &&
+           a.xcrs == b.xcrs && a.debugregs == b.debugregs && a.lapic == b.lapic && a.events == b.events &&
+           a.mp_state == b.mp_state && a.msrs == b.msrs && a.tsc_khz == b.tsc_khz;
+}
+
+bool equal(const MachineState& a, const MachineState& b) {
+    if (a.vcpus.size() != b.vcpus.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.vcpus.size(); ++i) {
+        if (!equal(a.vcpus[i], b.vcpus[i])) {
+            return false;
+        }
+    }
+    const auto& sa = a.serial;
+    const auto& sb = b.serial;
+    return a.vm.pic_master == b.vm.pic_master && a.vm.pic_slave == b.vm.pic_slave && a.vm.ioapic == b.vm.ioapic &&
+           a.vm.pit2 == b.vm.pit2 && a.vm.clock == b.vm.clock && sa.ier == sb.ier && sa.lcr == sb.lcr &&
+           sa.mcr == sb.mcr && sa.lsr == sb.lsr && sa.msr == sb.msr && sa.scr == sb.scr && sa.dll == sb.dll &&
+           sa.dlm == sb.dlm && sa.fifo_enabled == sb.fifo_enabled &&
+           sa.thr_interrupt_pending == sb.thr_interrupt_pending && sa.rx_fifo == sb.rx_fifo &&
+           a.i8042.status == b.i8042.status && a.i8042.control == b.i8042.control &&
+           a.i8042.output_port == b.i8042.output_port && a.i8042.pending_command == b.i8042.pending_command &&
+           a.i8042.output == b.i8042.output && a.virtio == b.virtio;
 }
 
 }  // namespace
@@ -60,15 +149,28 @@ TEST_CASE("a damaged configuration section is refused at every length") {
     CHECK_FALSE(decode_config(encode_config(zero_cpus)));  // decoded values are validated
 }
 
+TEST_CASE("the machine section round-trips every part of the machine") {
+    const auto machine = sample_machine();
+    auto bytes = encode_machine(machine);
+    auto back = decode_machine(bytes);
+    REQUIRE_MESSAGE(back, back.error().to_string());
+    CHECK(equal(*back, machine));
+    CHECK(encode_machine(*back) == bytes);
+}
+
 TEST_CASE("a damaged machine section is refused, not half-decoded") {
-    MachineState empty;
-    auto bytes = encode_machine(empty);
-    // No vCPUs and empty chip images: the VM state's decoder refuses images
-    // of the wrong size, so even this well-framed section is refused.
-    CHECK_FALSE(decode_machine(bytes));
+    auto bytes = encode_machine(sample_machine());
+    REQUIRE(decode_machine(bytes));  // the intact section: what every prefix below falls short of
     for (std::size_t n = 0; n < bytes.size(); ++n) {
-        CHECK_FALSE(decode_machine(std::span(bytes.data(), n)));
+        auto r = decode_machine(std::span(bytes.data(), n));
+        REQUIRE_FALSE_MESSAGE(r, "a ", n, "-byte prefix of ", bytes.size(), " bytes was accepted");
     }
+    auto longer = bytes;
+    longer.push_back(0);
+    CHECK_FALSE(decode_machine(longer));  // trailing bytes
+    // An empty machine (no vCPUs, no chip images) is well framed but holds
+    // images of the wrong size: the VM state's decoder refuses it.
+    CHECK_FALSE(decode_machine(encode_machine(MachineState{})));
     std::vector<std::uint8_t> huge_count{1, 0, 0xff, 0xff, 0xff, 0xff};  // version 1, 4 billion vCPUs
     auto r = decode_machine(huge_count);
     REQUIRE_FALSE(r);
