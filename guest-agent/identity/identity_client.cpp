@@ -80,11 +80,27 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
         }
         fields["mac"] = mac->to_string();
     }
+    if (request.token) {
+        auto token = check_token(*request.token);
+        if (!token) {
+            return token.error();
+        }
+        fields["token"] = std::move(*token);
+    }
     auto reply = client.call("identity", std::move(fields));
     if (!reply) {
         return reply.error();
     }
-    return parse_identity_reply(*reply);
+    auto parsed = parse_identity_reply(*reply);
+    if (parsed) {
+        auto replaced = reply->find("token_replaced");
+        parsed->token_replaced = replaced != reply->end() && replaced->is_boolean() && replaced->get<bool>();
+        if (request.token && !parsed->token_replaced) {
+            return make_error("identity: the agent did not confirm the new token (no \"token_replaced\"); "
+                              "the old one still works");
+        }
+    }
+    return parsed;
 }
 
 Result<std::vector<std::uint8_t>> random_seed(std::size_t bytes) {
@@ -101,6 +117,16 @@ Result<std::vector<std::uint8_t>> random_seed(std::size_t bytes) {
         got += static_cast<std::size_t>(n);
     }
     return seed;
+}
+
+Result<std::string> random_token(std::size_t bytes) {
+    auto random = random_seed(bytes);
+    if (!random) {
+        return random.error();
+    }
+    std::string token = to_hex(*random);
+    ::explicit_bzero(random->data(), random->size());
+    return token;
 }
 
 }  // namespace sbx::agent

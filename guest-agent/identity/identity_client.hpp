@@ -1,6 +1,6 @@
 // The host side of the identity op (docs/agent-protocol.md, "identity"):
-// after restoring a fork, give its guest a fresh RNG seed, its MAC address
-// and a generation number; with no fields, ask what they are.
+// after restoring a fork, give its guest a fresh RNG seed, its MAC address,
+// a generation number and its own token; with no fields, ask what they are.
 #pragma once
 
 #include <optional>
@@ -15,6 +15,9 @@ struct IdentityRequest {
     std::optional<std::uint64_t> generation;
     std::vector<std::uint8_t> seed;  // empty: no reseed; else kMinSeedBytes..kMaxSeedBytes
     std::optional<std::string> mac;  // "aa:bb:cc:dd:ee:ff"
+    // The agent's new token (kMinTokenDigits..kMaxTokenDigits lower-case hex,
+    // e.g. random_token()): later hellos need it, this connection stays.
+    std::optional<std::string> token;
 };
 
 // The agent's reply, checked (the guest is untrusted); `raw` is the whole message.
@@ -26,15 +29,19 @@ struct IdentityReply {
     std::string boot_id;
     bool reseeded = false;
     bool link_restarted = false;
+    bool token_replaced = false;
     Json raw;
 };
 
-// Checks the request locally first (seed size, MAC syntax): a bad one is
-// an Error without a round trip.
+// Checks the request locally first (seed size, MAC and token syntax): a
+// bad one is an Error without a round trip. With a token, a reply that does
+// not confirm the replacement is an Error (the old token still works).
 [[nodiscard]] Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& request);
 
 // `bytes` random bytes from the host's getrandom(2), for IdentityRequest::seed.
 [[nodiscard]] Result<std::vector<std::uint8_t>> random_seed(std::size_t bytes = 64);
+// A new token: `bytes` random bytes from getrandom(2) as lower-case hex.
+[[nodiscard]] Result<std::string> random_token(std::size_t bytes = 16);
 
 // The reply's fields from a result message.
 [[nodiscard]] Result<IdentityReply> parse_identity_reply(const Json& reply);

@@ -71,6 +71,20 @@ Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text) {
     return seed;
 }
 
+Result<std::string> check_token(std::string_view text) {
+    if (text.size() < kMinTokenDigits || text.size() > kMaxTokenDigits) {
+        return make_error("\"token\" must be {} to {} hex digits, got {}", kMinTokenDigits, kMaxTokenDigits,
+                          text.size());
+    }
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return make_error("\"token\" must be lower-case hex digits (bad character at {})", i);
+        }
+    }
+    return std::string(text);
+}
+
 std::string to_hex(std::span<const std::uint8_t> bytes) {
     static constexpr char kDigits[] = "0123456789abcdef";
     std::string out;

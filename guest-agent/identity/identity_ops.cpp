@@ -1,11 +1,13 @@
 // The identity op (docs/agent-protocol.md, "identity"): what a fork does
 // instead of a VM generation ID device. The host calls it right after
 // restoring a snapshot copy: a fresh seed for the kernel RNG, the fork's
-// MAC address, and a generation number the agent reports from then on.
+// MAC address, a generation number the agent reports from then on, and
+// its own per-boot token (a snapshot's forks would otherwise share one).
 #include <cstring>
 #include <fstream>
 
 #include "guest-agent/agent/agent.hpp"
+#include "guest-agent/identity/identity_fields.hpp"
 #include "guest-agent/identity/identity_state.hpp"
 
 namespace sbx::agent {
@@ -15,6 +17,7 @@ struct IdentityFields {
     std::optional<std::uint64_t> generation;
     std::vector<std::uint8_t> seed;  // empty: none
     std::optional<MacAddress> mac;
+    std::optional<std::string> token;
 };
 
 Result<IdentityFields> parse_fields(const Json& request) {
@@ -48,6 +51,16 @@ Result<IdentityFields> parse_fields(const Json& request) {
         }
         fields.mac = *mac;
     }
+    if (auto it = request.find("token"); it != request.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            return make_error("\"token\" must be a string of hex digits");
+        }
+        auto token = check_token(it->get_ref<const std::string&>());
+        if (!token) {
+            return token.error();
+        }
+        fields.token = std::move(*token);
+    }
     return fields;
 }
 
@@ -80,8 +93,8 @@ Result<void> identity(Session& session, const Json& request) {
     IdentityKernel& kernel = state.kernel();
     std::lock_guard lock(state.mutex());
 
-    // Everything is applied before the generation is stored, so a failed
-    // call can be repeated as a whole.
+    // Everything is applied before the generation and the token are
+    // stored, so a failed call can be repeated as a whole (with the old token).
     const bool reseed = !fields->seed.empty();
     if (reseed) {
         if (auto r = seed_rng(kernel, fields->seed); !r) {
@@ -108,6 +121,10 @@ Result<void> identity(Session& session, const Json& request) {
     if (fields->generation) {
         state.set_generation(*fields->generation);
     }
+    const bool token_replaced = fields->token.has_value();
+    if (token_replaced) {
+        session.agent().door().replace_token(std::move(*fields->token));
+    }
 
     Json mac = nullptr;
     if (ifname) {
@@ -122,7 +139,8 @@ Result<void> identity(Session& session, const Json& request) {
                                                {"interface", optional_json(ifname)},
                                                {"boot_id", read_boot_id()},
                                                {"reseeded", reseed},
-                                               {"link_restarted", link_restarted}});
+                                               {"link_restarted", link_restarted},
+                                               {"token_replaced", token_replaced}});
 }
 
 }  // namespace

@@ -300,3 +300,98 @@ TEST_CASE("the real kernel finds no vsock CID on a Unix socket") {
     UniqueFd a(fds[0]), b(fds[1]);
     CHECK_FALSE(make_system_identity_kernel()->socket_cid(a.get()).has_value());
 }
+
+namespace {
+
+const std::string kNewToken = "00112233445566778899aabbccddeeff";
+
+void check_hello_refused(AgentHarness& h, std::string_view token) {
+    auto refused = AgentClient::handshake(h.connect_raw(), token);
+    REQUIRE_FALSE(refused);
+    CHECK(error_code(refused.error()) == "unauthorized");
+}
+
+}  // namespace
+
+TEST_CASE("identity replaces the token: new hellos need the new one, open sessions stay") {
+    AgentHarness h;
+    auto client = h.connect();
+    auto other = h.connect();
+    auto reply = client.call("identity", Json{{"token", kNewToken}});
+    REQUIRE_MESSAGE(reply.has_value(), (reply ? "" : reply.error().to_string()));
+    CHECK((*reply)["token_replaced"] == true);
+    CHECK(reply->dump().find(kNewToken) == std::string::npos);  // never echoed
+    check_hello_refused(h, kTestToken);
+    auto fresh = h.connect(kNewToken);
+    CHECK(fresh.health().has_value());
+    CHECK(client.health().has_value());  // the sessions authenticated before
+    CHECK(other.health().has_value());
+    auto query = client.call("identity");
+    REQUIRE(query.has_value());
+    CHECK((*query)["token_replaced"] == false);
+    check_hello_refused(h, kTestToken);
+}
+
+TEST_CASE("a malformed token is bad_request and the old token stays") {
+    AgentHarness h;
+    auto client = h.connect();
+    check_refused(client, Json{{"token", 12}}, "\"token\"");
+    check_refused(client, Json{{"token", std::string(31, 'a')}}, "\"token\"");
+    check_refused(client, Json{{"token", std::string(129, 'a')}}, "\"token\"");
+    check_refused(client, Json{{"token", "00112233445566778899AABBCCDDEEFF"}}, "\"token\"");
+    check_refused(client, Json{{"token", "0011223344556677 8899aabbccddeeff"}}, "\"token\"");
+    check_refused(client, Json{{"token", kNewToken}, {"generation", -1}}, "generation");
+    CHECK(h.connect().health().has_value());
+    check_hello_refused(h, kNewToken);
+}
+
+TEST_CASE("an identity call that fails keeps the old token, and can be repeated with it") {
+    AgentHarness h;
+    auto client = h.connect();
+    auto failed = client.call("identity", Json{{"token", kNewToken}, {"mac", "02:00:00:00:00:01"}});
+    REQUIRE_FALSE(failed);
+    CHECK(error_code(failed.error()) == "no_net_device");
+    auto again = h.connect();
+    h.identity_kernel->ifname = "eth0";
+    REQUIRE(again.call("identity", Json{{"token", kNewToken}, {"mac", "02:00:00:00:00:01"}}).has_value());
+    check_hello_refused(h, kTestToken);
+    CHECK(h.connect(kNewToken).health().has_value());
+}
+
+TEST_CASE("an agent started without a token gets one from identity") {
+    AgentHarness h("");
+    auto client = h.connect("");
+    auto health = client.health();
+    REQUIRE(health.has_value());
+    CHECK((*health)["authenticated"] == false);
+    REQUIRE(client.call("identity", Json{{"token", kNewToken}}).has_value());
+    check_hello_refused(h, "");
+    auto fresh = h.connect(kNewToken);
+    auto after = fresh.health();
+    REQUIRE(after.has_value());
+    CHECK((*after)["authenticated"] == true);
+}
+
+TEST_CASE("the client sends a new token, checks it first and wants it confirmed") {
+    AgentHarness h;
+    auto client = h.connect();
+    auto token = random_token();
+    REQUIRE(token.has_value());
+    CHECK(token->size() == 32);
+    CHECK(check_token(*token).has_value());
+    CHECK(*token != *random_token());
+
+    IdentityRequest bad;
+    bad.token = "short";
+    auto refused = identity(client, bad);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.find("\"token\"") != std::string::npos);
+
+    IdentityRequest request;
+    request.token = *token;
+    auto reply = identity(client, request);
+    REQUIRE_MESSAGE(reply.has_value(), (reply ? "" : reply.error().to_string()));
+    CHECK(reply->token_replaced);
+    CHECK(h.connect(*token).health().has_value());
+    check_hello_refused(h, kTestToken);
+}
