@@ -4,7 +4,8 @@
 # a counting process, takes a raw snapshot and starts 4 VMs from it, each
 # mapping the snapshot copy-on-write with its own vsock CID, tap and MAC.
 # Each fork gets a new identity through the agent (generation, RNG seed,
-# MAC) and must report it; the forks' kernel RNGs must differ, their
+# MAC, its own token) and must report it; the origin's token must then be
+# refused by every fork; the forks' kernel RNGs must differ, their
 # counters keep the PID and diverge, and their memory is shared (the sum
 # of the VMMs' PSS is well under the sum of their RSS).
 # One "ok: ..." or "FAIL: ..." line per check; exit status: failures.
@@ -20,7 +21,35 @@ bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 400)'"; fi; }
 control() { /usr/bin/python3 "$here/vmm_control.py" "$1" "$2"; }
 json_field() { sed -n "s/.*\"$1\":\"\\{0,1\\}\\([^,\"}]*\\).*/\\1/p"; }
-agent() { local i=$1; shift; SBX_AGENT_UDS=$w/v$i.sock "$ctl" "$@"; }
+# agent I ARGS: sbx-agentctl on VM I, with its own token once it has one.
+agent() { local i=$1; shift; SBX_AGENT_UDS=$w/v$i.sock SBX_AGENT_TOKEN=${tokens[$i]:-$SBX_AGENT_TOKEN} "$ctl" "$@"; }
+# new_token I TOKEN: the identity op's token field on VM I (sbx-agentctl
+# has no option for it yet); prints the reply's token_replaced.
+new_token() {
+  /usr/bin/python3 - "$here" "$w/v$1.sock" "${tokens[$1]:-$SBX_AGENT_TOKEN}" "$2" <<'EOF'
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+from agent_frames import recv_message, send_frame
+uds, token, new = sys.argv[2:5]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(600)
+s.connect(uds)
+s.sendall(b"CONNECT 52\n")
+line = b""
+while not line.endswith(b"\n") and len(line) < 64:
+    c = s.recv(1)
+    if not c:
+        break
+    line += c
+if not line.startswith(b"OK "):
+    sys.exit(f"CONNECT 52 answered {line!r}")
+send_frame(s, {"type": "hello", "version": 1, "token": token})
+if recv_message(s).get("type") != "hello":
+    sys.exit("hello refused")
+send_frame(s, {"type": "request", "op": "identity", "token": new})
+print(str(recv_message(s).get("token_replaced")).lower())
+EOF
+}
 smaps_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/smaps_rollup"; }
 # shellcheck source=SCRIPTDIR/wait_lib.sh
 . "$here/wait_lib.sh"  # wait_until, wait_counter, wait_exit
@@ -34,6 +63,7 @@ w=$(mktemp -d /tmp/fork-session.XXXXXX)
 export SBX_AGENT_TOKEN
 SBX_AGENT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 pids=()
+tokens=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$w"' EXIT
 cmdline="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$SBX_AGENT_TOKEN"
 
@@ -70,6 +100,12 @@ for i in $(seq 1 $forks); do
   check "fork $i was reseeded" true "$(printf %s "$reply" | json_field reseeded)"
   check "fork $i's virtio-net card has its new MAC" "02:00:00:00:00:1$i" "$(agent "$i" exec -- cat /sys/class/net/eth0/address)"
   check "fork $i's counting process has the origin's PID" "$pid_before" "$(agent "$i" status "$id" | json_field pid)"
+  token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  check "fork $i takes its own token" true "$(new_token "$i" "$token")"
+  tokens[i]=$token
+  refused=$(SBX_AGENT_UDS=$w/v$i.sock "$ctl" health 2>&1 >/dev/null)
+  check "fork $i refuses the origin's token" 1 "$(printf %s "$refused" | grep -c unauthorized)"
+  check "fork $i answers its own token" '"result"' "$(agent "$i" health | grep -o '"result"')"
 done
 
 # Each fork's kernel RNG was reseeded with its own seed: no two forks
