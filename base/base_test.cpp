@@ -1,12 +1,18 @@
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "base/event_fd.hpp"
 #include "base/mmap_region.hpp"
 #include "base/result.hpp"
 #include "base/unique_fd.hpp"
+#include "base/unix_socket.hpp"
 
 using namespace sbx;
 
@@ -235,4 +241,62 @@ TEST_CASE("MmapRegion::private_copy reads the file and keeps writes to itself") 
     std::uint8_t on_disk = 0;
     REQUIRE(::pread(file.get(), &on_disk, 1, 4096) == 1);
     CHECK(on_disk == 0x5a);
+}
+
+namespace {
+
+std::vector<std::string> entries(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    REQUIRE(d != nullptr);
+    while (const dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name != "." && name != "..") {
+            out.push_back(name);
+        }
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("listen_unix makes a 0600 socket whatever the umask, and leaves nothing else behind") {
+    char templ[] = "/tmp/sbx-base-sock-XXXXXX";
+    REQUIRE(::mkdtemp(templ) != nullptr);
+    // A short path, and one whose directory is so long that the private
+    // directory's socket name would not fit sun_path (bound through
+    // /proc/self/fd).
+    const std::string long_dir = std::string(templ) + "/" + std::string(95 - sizeof templ, 'd');
+    REQUIRE(::mkdir(long_dir.c_str(), 0700) == 0);
+    const mode_t old_umask = ::umask(0);  // bind alone would make it 0777
+    for (const std::string& dir : {std::string(templ), long_dir}) {
+        const std::string name = "s.sock";
+        const std::string path = dir + "/" + name;
+        REQUIRE(path.size() < 108);
+        const std::vector<std::string> before = entries(dir);
+        {
+            auto listener = listen_unix(path);
+            REQUIRE_MESSAGE(listener, listener.error().to_string());
+            struct stat st {};
+            REQUIRE(::lstat(path.c_str(), &st) == 0);
+            CHECK(S_ISSOCK(st.st_mode));
+            CHECK((st.st_mode & 07777) == 0600);
+            auto after = entries(dir);  // the socket and nothing else: no private directory left
+            std::erase(after, name);
+            CHECK(after == before);
+            auto client = connect_unix(path);
+            CHECK(client);
+            CHECK_FALSE(listen_unix(path));  // a live listener is not replaced
+        }
+        auto again = listen_unix(path);  // the stale socket is
+        CHECK(again);
+        ::unlink(path.c_str());
+        CHECK(entries(dir) == before);
+    }
+    ::umask(old_umask);
+    ::rmdir(long_dir.c_str());
+    CHECK(entries(templ).empty());
+    ::rmdir(templ);
 }

@@ -1,5 +1,6 @@
 #include "base/unix_socket.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <iterator>
 
 namespace sbx {
@@ -60,6 +62,72 @@ Result<void> remove_stale_socket(const std::string& path, const sockaddr_un& add
     return ok();
 }
 
+// A directory only this user may enter, beside the socket's path, removed
+// (with the socket name in it) when it goes out of scope.
+class PrivateDir {
+public:
+    static Result<PrivateDir> create_beside(const std::string& path) {
+        auto slash = path.rfind('/');
+        std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+        std::string templ = (parent == "/" ? "" : parent) + "/.sbx-sock-XXXXXX";
+        if (::mkdtemp(templ.data()) == nullptr) {  // mode 0700 (mkdtemp(3))
+            return sys_error("creating a private directory beside socket {}", path);
+        }
+        PrivateDir dir(std::move(templ));
+        dir.fd_ = UniqueFd(::open(dir.path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!dir.fd_) {
+            return sys_error("opening {}", dir.path_);
+        }
+        return dir;
+    }
+    PrivateDir(PrivateDir&& other) noexcept : path_(std::move(other.path_)), fd_(std::move(other.fd_)) {
+        other.path_.clear();
+    }
+    PrivateDir& operator=(PrivateDir&&) = delete;
+    PrivateDir(const PrivateDir&) = delete;
+    PrivateDir& operator=(const PrivateDir&) = delete;
+    ~PrivateDir() {
+        if (!path_.empty()) {
+            ::unlinkat(fd_.get(), kName, 0);
+            ::rmdir(path_.c_str());
+        }
+    }
+
+    static constexpr const char* kName = "s";
+    [[nodiscard]] int fd() const { return fd_.get(); }
+    // The socket's name inside, as bind(2) takes it: through /proc/self/fd
+    // when the plain path would not fit sun_path.
+    [[nodiscard]] std::string socket_path() const {
+        std::string plain = path_ + "/" + kName;
+        if (plain.size() < sizeof(sockaddr_un::sun_path)) {
+            return plain;
+        }
+        return "/proc/self/fd/" + std::to_string(fd_.get()) + "/" + kName;
+    }
+
+private:
+    explicit PrivateDir(std::string path) : path_(std::move(path)) {}
+    std::string path_;
+    UniqueFd fd_;
+};
+
+// Gives the socket bound in `dir` the name `path`, never replacing a file
+// that appeared there since the stale-socket check: link(2) fails with
+// EEXIST; rename with RENAME_NOREPLACE (rename(2)) where the filesystem has
+// no hard links.
+Result<void> publish(const PrivateDir& dir, const std::string& path) {
+    if (::linkat(dir.fd(), PrivateDir::kName, AT_FDCWD, path.c_str(), 0) == 0) {
+        return ok();
+    }
+    if (errno == EEXIST) {
+        return make_error("socket path {} appeared while binding", path);
+    }
+    if (::renameat2(dir.fd(), PrivateDir::kName, AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
+        return ok();
+    }
+    return sys_error("naming socket {}", path);
+}
+
 }  // namespace
 
 Result<UniqueFd> connect_unix(const std::string& path, Blocking blocking) {
@@ -89,13 +157,33 @@ Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking, int bac
     if (!fd) {
         return fd.error();
     }
-    if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    // bind(2) creates the socket file with mode 0777 less the umask, and
+    // connecting needs write permission on it; pathname sockets honour the
+    // permissions of their directory (unix(7), "Pathname socket ownership
+    // and permissions"). fchmod(2) on the socket before bind is behaviour
+    // no man page promises, and umask(2) is per process, racing every other
+    // thread that creates files. So the socket is bound inside a fresh 0700
+    // directory, made 0600 there where nobody else can reach it, and only
+    // then, listening, linked to `path`.
+    auto dir = PrivateDir::create_beside(path);
+    if (!dir) {
+        return dir.error();
+    }
+    auto inner = unix_address(dir->socket_path());
+    if (!inner) {
+        return inner.error();
+    }
+    if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&*inner), sizeof(*inner)) != 0) {
         return sys_error("binding socket {}", path);
     }
+    if (::fchmodat(dir->fd(), PrivateDir::kName, S_IRUSR | S_IWUSR, 0) != 0) {
+        return sys_error("making socket {} private", path);
+    }
     if (::listen(fd->get(), backlog) != 0) {
-        Error e = sys_error("listening on socket {}", path);
-        ::unlink(path.c_str());
-        return e;
+        return sys_error("listening on socket {}", path);
+    }
+    if (auto r = publish(*dir, path); !r) {
+        return r.error();
     }
     return fd;
 }

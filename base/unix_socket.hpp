@@ -1,7 +1,10 @@
 // Unix stream sockets by path, as the VMM's vsock, the agent and its host
 // client all use them: connect, and listen with the path checked first (a
 // stale socket file from a dead process is replaced; a live listener or a
-// non-socket file at the path is an error naming it).
+// non-socket file at the path is an error naming it). A listening socket's
+// file is mode 0600 from the moment it appears at the path: only its own
+// user (and root) may connect. Listening needs write access to the path's
+// directory, where a private directory briefly holds the socket.
 #pragma once
 
 #include <string>
