@@ -125,7 +125,7 @@ def sbx(args, token):
                             cmdline=f"{BASE_CMDLINE} sbx.token={token}")
     machine.vsock_uds = os.path.join(work, "v.sock")
     ctl = os.path.join(work, "control.sock")
-    argv = machine.argv() + ["--control", ctl, "--console", f"file:{work}/sbx-console.log"]
+    argv = machine.argv() + ["--control", ctl, "--snapshot-dir", work, "--console", f"file:{work}/sbx-console.log"]
     with open(f"{work}/sbx-boot.log", "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     agent = Agent("sbx", work, token)

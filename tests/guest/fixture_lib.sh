@@ -131,7 +131,8 @@ fixture_start() {
     fi
     t0=$SECONDS
     "$vmm" --kernel "$kernel" "${boot[@]}" --memory "$memory" --vsock "cid=3,uds=$SBX_AGENT_UDS" \
-      --control "$fixture_control" --console "file:$logdir/$name-fixture-boot-console.log" </dev/null \
+      --control "$fixture_control" --snapshot-dir "$new" --console "file:$logdir/$name-fixture-boot-console.log" \
+      </dev/null \
       >"$logdir/$name-fixture-boot-vmm.out" 2>&1 &
     vmm_pid=$!
     if ! "$ctl" wait --timeout 900 >/dev/null; then

@@ -5,6 +5,7 @@
 
 #include "base/log.hpp"
 #include "snapshot/vm_snapshot.hpp"
+#include "vmm/process/control_request.hpp"
 #include "vmm/process/control_server.hpp"
 
 namespace sbx {
@@ -30,35 +31,21 @@ Error with_format_code(const Error& error) {
     return word.empty() ? error : error.with_code(word);
 }
 
-Result<snapshot::SaveOptions> save_options(const json& request) {
-    snapshot::SaveOptions options;
-    std::string mode = request.value("mode", std::string("compressed"));
-    if (mode == "raw") {
-        options.mode = snapshot::MemoryMode::Raw;
-    } else if (mode != "compressed") {
-        return make_coded_error("bad_request", "mode is \"compressed\" or \"raw\", not \"{}\"", mode);
-    }
-    options.zstd_level = request.value("level", 1);
-    if (options.zstd_level < 1 || options.zstd_level > 19) {
-        return make_coded_error("bad_request", "level is 1..19");
-    }
-    options.threads = request.value("threads", 0U);
-    return options;
-}
-
 // Pauses if needed (the snapshot is of a stopped machine), writes the file
 // and leaves the VM paused unless the request says "resume": true.
-json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
-    if (!request.contains("path") || !request["path"].is_string()) {
-        return ControlServer::error_reply(make_coded_error("bad_request", "snapshot needs a \"path\""));
+json take_snapshot(Vm& vm, const VmConfig& config, const ControlOptions& control, const json& request) {
+    auto parsed = parse_snapshot_request(request, control.snapshot_dir);
+    if (!parsed) {
+        return ControlServer::error_reply(parsed.error());
     }
-    auto options = save_options(request);
-    if (!options) {
-        return ControlServer::error_reply(options.error());
-    }
+    const SnapshotRequest& req = *parsed;
+    snapshot::SaveOptions options;
+    options.mode = req.raw ? snapshot::MemoryMode::Raw : snapshot::MemoryMode::Compressed;
+    options.zstd_level = req.level;
+    options.threads = req.threads;
     // The working set: what the guest writes in the moments before the
     // pause, which a lazy restore then loads first.
-    const auto window = std::chrono::milliseconds(request.value("working_set_ms", 0U));
+    const auto window = std::chrono::milliseconds(req.working_set_ms);
     const bool track = window.count() > 0 && !vm.paused();
     if (track) {
         if (auto r = vm.start_dirty_tracking(); !r) {
@@ -73,24 +60,24 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
         if (!ranges) {
             return ControlServer::error_reply(ranges.error());
         }
-        options->working_set = std::move(*ranges);
+        options.working_set = std::move(*ranges);
     }
     if (!paused_ok) {
         return ControlServer::error_reply(paused_ok.error());
     }
     const auto paused = std::chrono::steady_clock::now();
-    auto stats = snapshot::save_vm(vm, config, request["path"].get<std::string>(), *options);
+    auto stats = snapshot::save_vm(vm, config, req.path, options);
     if (!stats) {
         return ControlServer::error_reply(with_format_code(stats.error()));
     }
-    if (request.value("resume", false)) {
+    if (req.resume) {
         if (auto r = vm.resume(); !r) {
             return ControlServer::error_reply(r.error());
         }
     }
     auto pause_ms = std::chrono::duration<double, std::milli>(paused - start).count();
     log::info("snapshot {}: {} MiB of memory ({} MiB zero) in {} MiB, {:.1f} ms to pause, {:.1f} ms to write",
-              request["path"].get<std::string>(), stats->memory_bytes >> 20, stats->zero_bytes >> 20,
+              req.path, stats->memory_bytes >> 20, stats->zero_bytes >> 20,
               stats->file_bytes >> 20, pause_ms, stats->seconds * 1000);
     auto reply = state_reply(vm, config);
     reply["memory_bytes"] = stats->memory_bytes;
@@ -99,7 +86,7 @@ json take_snapshot(Vm& vm, const VmConfig& config, const json& request) {
     reply["pause_ms"] = pause_ms;
     reply["write_ms"] = stats->seconds * 1000;
     std::uint64_t working_set = 0;
-    for (const auto& range : options->working_set) {
+    for (const auto& range : options.working_set) {
         working_set += range.size;
     }
     reply["working_set_bytes"] = working_set;
@@ -191,8 +178,12 @@ json diagnose(Vm& vm) {
 
 }  // namespace
 
-json handle_control_request(Vm& vm, const VmConfig& config, const json& request) {
-    const std::string op = request.value("op", std::string());
+json handle_control_request(Vm& vm, const VmConfig& config, const ControlOptions& options, const json& request) {
+    auto parsed_op = request_op(request);
+    if (!parsed_op) {
+        return ControlServer::error_reply(parsed_op.error());
+    }
+    const std::string& op = *parsed_op;
     if (op == "status") {
         return state_reply(vm, config);
     }
@@ -201,7 +192,7 @@ json handle_control_request(Vm& vm, const VmConfig& config, const json& request)
         return r ? state_reply(vm, config) : ControlServer::error_reply(r.error());
     }
     if (op == "snapshot") {
-        return take_snapshot(vm, config, request);
+        return take_snapshot(vm, config, options, request);
     }
     if (op == "diagnose") {
         return diagnose(vm);

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstring>
+#include <exception>
 
 #include "base/log.hpp"
 #include "base/unix_socket.hpp"
@@ -15,6 +16,26 @@ namespace sbx {
 namespace {
 
 constexpr std::size_t kMaxRequest = 64 * 1024;
+
+// Only the socket's own user and root may drive the VMM (the socket file is
+// 0600 too; this holds when the file is opened up, or passed on as an fd).
+Result<void> check_peer(int fd) {
+    ucred peer{};
+    socklen_t length = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) {  // unix(7)
+        return sys_error("SO_PEERCRED");
+    }
+    if (peer.uid != 0 && peer.uid != ::geteuid()) {
+        return make_coded_error("permission_denied", "uid {} may not use this control socket", peer.uid);
+    }
+    return ok();
+}
+
+// A reply as one line. Strings from a request may be invalid UTF-8 once
+// cut or echoed; they are replaced (U+FFFD), never thrown over.
+std::string reply_line(const nlohmann::json& reply) {
+    return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 bool write_all(int fd, std::string_view text) {
     while (!text.empty()) {
@@ -77,9 +98,31 @@ void ControlServer::serve() {
             return;
         }
         UniqueFd client(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (client.get() >= 0) {
-            serve_client(client.get());
+        if (client.get() < 0) {
+            continue;
         }
+        if (auto allowed = check_peer(client.get()); !allowed) {
+            log::warn("control socket: {}", allowed.error().to_string());
+            write_all(client.get(), reply_line(error_reply(allowed.error())));
+            continue;
+        }
+        try {
+            serve_client(client.get());
+        } catch (const std::exception& e) {  // std::bad_alloc: the client's connection ends, not the VMM
+            log::error("control socket: {}", e.what());
+        }
+    }
+}
+
+// The handler's reply; whatever it throws becomes an error reply.
+nlohmann::json ControlServer::handle(const nlohmann::json& request) {
+    try {
+        return handler_(request);
+    } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+        return error_reply(make_coded_error("bad_request", "{}", e.what()));
+    } catch (const std::exception& e) {
+        log::error("control request: {}", e.what());
+        return error_reply(make_coded_error("internal", "{}", e.what()));
     }
 }
 
@@ -116,18 +159,14 @@ void ControlServer::serve_client(int fd) {
             if (request.is_discarded() || !request.is_object()) {
                 reply = error_reply(make_coded_error("bad_request", "a request is one JSON object on one line"));
             } else {
-                try {
-                    reply = handler_(request);
-                } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
-                    reply = error_reply(make_coded_error("bad_request", "{}", e.what()));
-                }
+                reply = handle(request);
             }
-            if (!write_all(fd, reply.dump() + "\n")) {
+            if (!write_all(fd, reply_line(reply))) {
                 return;
             }
         }
         if (buffer.size() > kMaxRequest) {
-            write_all(fd, error_reply(make_coded_error("bad_request", "request longer than 64 KiB")).dump() + "\n");
+            write_all(fd, reply_line(error_reply(make_coded_error("bad_request", "request longer than 64 KiB"))));
             return;
         }
     }

@@ -1,7 +1,9 @@
 // sbx-vmm's control socket: a Unix stream socket where each request is
 // one JSON object on one line and each reply is one JSON object on one
 // line (docs/vmm-control.md). Clients are served one at a time, on the
-// server's own thread; a request line is at most 64 KiB.
+// server's own thread; a request line is at most 64 KiB. The socket file
+// is 0600, and a peer (SO_PEERCRED) other than its user or root is
+// refused; nothing a client sends throws past the server.
 #pragma once
 
 #include <functional>
@@ -37,6 +39,7 @@ private:
     ControlServer(std::string path, UniqueFd listener, EventFd stop, Handler handler);
     void serve();
     void serve_client(int fd);
+    nlohmann::json handle(const nlohmann::json& request);
 
     std::string path_;
     UniqueFd listener_;

@@ -9,6 +9,7 @@
 #include "base/log.hpp"
 #include "snapshot/vm_snapshot.hpp"
 #include "vmm/process/control_api.hpp"
+#include "vmm/process/control_request.hpp"
 #include "vmm/process/control_server.hpp"
 #include "vmm/vm_builder.hpp"
 
@@ -174,7 +175,12 @@ int main(int argc, char** argv) {
     app.add_flag("--rng", f.rng, "virtio-rng, fed from the host's getrandom()");
     std::string control;
     app.add_option("--control", control, "serve the control socket (JSON lines: status, pause, resume, "
-                                         "snapshot, stop) at this Unix socket path");
+                                         "snapshot, diagnose, stop) at this Unix socket path (mode 0600; "
+                                         "only this user and root may connect)");
+    std::string snapshot_dir;
+    app.add_option("--snapshot-dir", snapshot_dir, "the directory (or below it) where the snapshot op may "
+                                                   "write; without it the op is refused")
+        ->check(CLI::ExistingDirectory);
     Restore restore;
     app.add_option("--restore", restore.path, "restore the VM saved in this snapshot instead of booting; "
                                               "--vsock, --net, --console and --disk (all disks, same count) "
@@ -210,11 +216,21 @@ int main(int argc, char** argv) {
         booted = std::move(*built);
         vm = booted.get();
     }
+    sbx::ControlOptions control_options;
+    if (!snapshot_dir.empty()) {
+        auto dir = sbx::canonical_snapshot_dir(snapshot_dir);
+        if (!dir) {
+            sbx::log::error("--snapshot-dir: {}", describe(dir.error()));
+            return kExitConfigError;
+        }
+        control_options.snapshot_dir = std::move(*dir);
+    }
     std::unique_ptr<sbx::ControlServer> server;
     if (!control.empty()) {
-        auto started = sbx::ControlServer::start(control, [vm, &config](const nlohmann::json& request) {
-            return sbx::handle_control_request(*vm, config, request);
-        });
+        auto handler = [vm, &config, &control_options](const nlohmann::json& request) {
+            return sbx::handle_control_request(*vm, config, control_options, request);
+        };
+        auto started = sbx::ControlServer::start(control, handler);
         if (!started) {
             sbx::log::error("{}", describe(started.error()));
             return kExitConfigError;
