@@ -1,58 +1,69 @@
 #include "guest-agent/exec/exec_client.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <thread>
 
 namespace sbx::agent {
 namespace {
 
-constexpr std::string_view kFirstOffsetMark = " (first_offset ";
+// Exit statuses and signal numbers (WEXITSTATUS, WTERMSIG), process ids.
+constexpr std::int64_t kMaxExitCode = 255;
+constexpr std::int64_t kMaxSignal = 127;
+constexpr std::size_t kMaxProcessId = 64;
 
-// An error message from the agent as an Error "<code>: <message>", like
-// AgentClient::read_reply().
-Error agent_error(const Json& message) {
-    auto code = get_string(message, "code", "");
-    auto text = get_string(message, "message", "");
-    std::string out = fmt::format("{}: {}", code ? *code : "", text ? *text : "");
-    auto first = message.find("first_offset");
-    if (first != message.end() && first->is_number_unsigned()) {
-        out += fmt::format("{}{})", kFirstOffsetMark, first->get<std::uint64_t>());
+Result<ExitInfo> parse_exit(const Json& message) {
+    auto sig = reply_optional_i64(message, "signal", 1, kMaxSignal);
+    auto code = reply_optional_i64(message, "code", 0, kMaxExitCode);
+    auto timed_out = reply_optional_bool(message, "timed_out");
+    if (!sig || !code || !timed_out) {
+        return !sig ? sig.error() : !code ? code.error() : timed_out.error();
     }
-    return make_error(std::move(out));
-}
-
-ExitInfo parse_exit(const Json& message) {
     ExitInfo exit;
-    if (auto sig = message.find("signal"); sig != message.end() && sig->is_number_integer()) {
-        exit.signal = sig->get<int>();
-    } else if (auto code = message.find("code"); code != message.end() && code->is_number_integer()) {
-        exit.code = code->get<int>();
+    if (*sig) {
+        exit.signal = static_cast<int>(**sig);
+    } else if (*code) {
+        exit.code = static_cast<int>(**code);
     }
-    auto timed_out = get_bool(message, "timed_out", false);
-    exit.timed_out = timed_out && *timed_out;
+    exit.timed_out = timed_out->value_or(false);
     return exit;
 }
 
-std::uint64_t get_u64(const Json& message, std::string_view key) {
-    auto it = message.find(key);
-    return it != message.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
+Result<int> parse_pid(const Json& message) {
+    auto pid = reply_i64(message, "pid", 1, INT32_MAX);
+    if (!pid) {
+        return pid.error();
+    }
+    return static_cast<int>(*pid);
+}
+
+// Ids are "p" and hex digits (docs/agent-protocol.md, "exec"); anything
+// printable and short is taken, so it can be shown and sent back.
+Result<std::string> parse_process_id(const Json& message) {
+    auto id = reply_string(message, "id");
+    if (!id) {
+        return id.error();
+    }
+    const bool ok_chars = std::all_of(id->begin(), id->end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+    if (id->empty() || id->size() > kMaxProcessId || !ok_chars) {
+        return malformed_reply("\"id\" is not a process id");
+    }
+    return id;
 }
 
 // Sends a request and reads the reply, which must be of `type`. Errors keep
-// offset_gone's first_offset (AgentClient::call() would drop it).
+// offset_gone's first_offset.
 Result<Json> call_expecting(AgentClient& client, std::string_view op, Json fields, std::string_view type) {
-    if (auto r = client.send_request(op, std::move(fields)); !r) {
-        return r.error();
-    }
-    auto reply = client.stream().read_message();
+    auto reply = client.call(op, std::move(fields));
     if (!reply) {
         return reply;
     }
-    if ((*reply)["type"] == "error") {
-        return agent_error(*reply);
-    }
-    if ((*reply)["type"] != type) {
-        return make_error("expected a \"{}\" message, got \"{}\"", type, reply->value("type", ""));
+    if (const std::string got = reply_type(*reply); got != type) {
+        return client.abandon(
+            malformed_reply(fmt::format("expected a \"{}\" message, got \"{}\"", type, printable(got, 64))));
     }
     return reply;
 }
@@ -95,30 +106,39 @@ Result<ExecSession> ExecSession::start(AgentClient& client, const ExecRequest& r
     if (!started) {
         return started.error();
     }
-    auto pid = get_int(*started, "pid");
-    return ExecSession(client.stream(), pid ? static_cast<int>(*pid) : 0);
+    auto pid = parse_pid(*started);
+    if (!pid) {
+        return client.abandon(pid.error().context("exec"));
+    }
+    // The agent kills the process at its timeout; its last output and the
+    // exit follow within the reply timeout.
+    std::optional<Clock::time_point> deadline;
+    if (request.timeout.count() > 0 && client.reply_timeout().count() > 0) {
+        deadline = Clock::now() + request.timeout + client.reply_timeout();
+    }
+    return ExecSession(client, *pid, deadline);
 }
 
 Result<void> ExecSession::write_stdin(std::span<const std::uint8_t> bytes) {
-    auto r = stream_->write_data(Channel::Stdin, stdin_offset_, bytes);
+    auto r = client_->stream().write_data(Channel::Stdin, stdin_offset_, bytes);
     stdin_offset_ += bytes.size();
     return r;
 }
 
 Result<void> ExecSession::close_stdin() {
-    return stream_->write_eof(Channel::Stdin);
+    return client_->stream().write_eof(Channel::Stdin);
 }
 
 Result<void> ExecSession::signal(int sig) {
-    return stream_->write_message(Json{{"type", "signal"}, {"signal", sig}});
+    return client_->stream().write_message(Json{{"type", "signal"}, {"signal", sig}});
 }
 
 Result<void> ExecSession::resize(int rows, int cols) {
-    return stream_->write_message(Json{{"type", "resize"}, {"rows", rows}, {"cols", cols}});
+    return client_->stream().write_message(Json{{"type", "resize"}, {"rows", rows}, {"cols", cols}});
 }
 
 Result<ExecSession::Event> ExecSession::next() {
-    auto frame = stream_->read();
+    auto frame = client_->read_frame(deadline_);
     if (!frame) {
         return frame.error();
     }
@@ -129,26 +149,57 @@ Result<ExecSession::Event> ExecSession::next() {
             event.channel = frame->channel;
             event.offset = frame->offset;
             event.data = std::move(frame->data);
-            return event;
+            return check(std::move(event));
         case FrameKind::Eof:
             event.kind = Event::Eof;
             event.channel = frame->channel;
-            return event;
+            return check(std::move(event));
         case FrameKind::Json:
             break;
     }
     auto message = parse_message(frame->json);
     if (!message) {
-        return message.error();
+        return client_->abandon(malformed_reply(message.error().message));
     }
-    if ((*message)["type"] == "error") {
+    const std::string type = reply_type(*message);
+    if (type == "error") {
         return agent_error(*message);
     }
-    if ((*message)["type"] != "exit") {
-        return make_error("unexpected \"{}\" message during exec", message->value("type", ""));
+    if (type != "exit") {
+        return client_->abandon(
+            malformed_reply(fmt::format("unexpected \"{}\" message during exec", printable(type, 64))));
+    }
+    auto exit = parse_exit(*message);
+    if (!exit) {
+        return client_->abandon(exit.error().context("exec"));
     }
     event.kind = Event::Exit;
-    event.exit = parse_exit(*message);
+    event.exit = *exit;
+    return event;
+}
+
+// Output of an attached exec: stdout and stderr each count from 0
+// (docs/agent-protocol.md, "exec").
+Result<ExecSession::Event> ExecSession::check(Event event) {
+    if (event.channel != Channel::Stdout && event.channel != Channel::Stderr) {
+        return client_->abandon(
+            malformed_reply(fmt::format("exec output on channel {}", static_cast<int>(event.channel))));
+    }
+    const int i = event.channel == Channel::Stdout ? 0 : 1;
+    if (eof_[i]) {
+        return client_->abandon(
+            malformed_reply(fmt::format("exec output on channel {} after its EOF", static_cast<int>(event.channel))));
+    }
+    if (event.kind == Event::Eof) {
+        eof_[i] = true;
+        return event;
+    }
+    if (event.offset != next_offset_[i]) {
+        return client_->abandon(malformed_reply(fmt::format("exec output on channel {} at offset {}, expected {}",
+                                                            static_cast<int>(event.channel), event.offset,
+                                                            next_offset_[i])));
+    }
+    next_offset_[i] += event.data.size();
     return event;
 }
 
@@ -160,12 +211,14 @@ Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const O
     // Stdin goes from its own thread: the agent may have to send output
     // before it can take more input (`cat` of something large).
     std::thread feeder;
+    std::atomic<bool> fed{false};
     if (request.stdin_data) {
-        feeder = std::thread([&session, &request] {
+        feeder = std::thread([&session, &request, &fed] {
             const auto* bytes = reinterpret_cast<const std::uint8_t*>(request.stdin_data->data());
             if (session->write_stdin(std::span(bytes, request.stdin_data->size()))) {
                 [[maybe_unused]] auto r = session->close_stdin();
             }
+            fed = true;
         });
     }
     ExecResult result;
@@ -195,6 +248,11 @@ Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const O
                    event->data.begin() + static_cast<std::ptrdiff_t>(std::min(room, event->data.size())));
     }
     if (feeder.joinable()) {
+        // Stdin the process never read (it exited, or the agent stopped
+        // taking it) would keep the feeder blocked: end the connection.
+        if (!outcome || !fed) {
+            client.abandon();
+        }
         feeder.join();
     }
     if (!outcome) {
@@ -208,12 +266,12 @@ Result<DetachedProcessRef> exec_detached(AgentClient& client, const ExecRequest&
     if (!reply) {
         return reply.error();
     }
-    auto id = get_string(*reply, "id");
-    auto pid = get_int(*reply, "pid");
+    auto id = parse_process_id(*reply);
+    auto pid = parse_pid(*reply);
     if (!id || !pid) {
-        return make_error("malformed reply to a detached exec");
+        return (!id ? id.error() : pid.error()).context("exec --detach");
     }
-    return DetachedProcessRef{*id, static_cast<int>(*pid)};
+    return DetachedProcessRef{*id, *pid};
 }
 
 Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint64_t offset, bool follow,
@@ -223,35 +281,71 @@ Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint6
     if (!attached) {
         return attached.error();
     }
+    auto from = reply_u64(*attached, "offset");
+    auto end = reply_u64(*attached, "end_offset");
+    auto running = reply_bool(*attached, "running");
+    if (!from || !end || !running) {
+        return client.abandon((!from ? from.error() : !end ? end.error() : running.error()).context("proc_attach"));
+    }
+    if (*from != offset || *end < offset) {
+        return client.abandon(malformed_reply(
+            fmt::format("proc_attach from {} answered with offset {}, end_offset {}", offset, *from, *end)));
+    }
     AttachResult result;
-    result.offset = get_u64(*attached, "offset");
-    FrameStream& stream = client.stream();
+    result.offset = *from;
+    std::uint64_t pos = *from;
     while (true) {
-        auto frame = stream.read();
+        auto frame = client.read_frame(follow ? std::nullopt : client.reply_deadline());
         if (!frame) {
             return frame.error();
         }
         if (frame->kind == FrameKind::Data) {
+            const bool channel_ok = frame->channel == Channel::Stdout || frame->channel == Channel::Stderr;
+            // Without follow, no further than the end the agent announced.
+            if (!channel_ok || frame->offset != pos || (!follow && frame->data.size() > *end - pos)) {
+                return client.abandon(malformed_reply(fmt::format(
+                    "attach output on channel {} at offset {} ({} bytes), expected offset {}{}",
+                    static_cast<int>(frame->channel), frame->offset, frame->data.size(), pos,
+                    follow ? std::string() : fmt::format(" up to {}", *end))));
+            }
+            pos += frame->data.size();
             if (sink) {
                 sink(frame->channel, frame->offset, frame->data);
             }
             continue;
         }
         if (frame->kind != FrameKind::Json) {
-            continue;
+            return client.abandon(malformed_reply("an EOF frame in proc_attach"));
         }
         auto message = parse_message(frame->json);
         if (!message) {
-            return message.error();
+            return client.abandon(malformed_reply(message.error().message));
         }
-        if ((*message)["type"] == "error") {
+        const std::string type = reply_type(*message);
+        if (type == "error") {
             return agent_error(*message);
         }
-        result.end_offset = get_u64(*message, "end_offset");
-        auto running = get_bool(*message, "running", false);
-        result.running = running && *running;
+        if (type != "exit" && type != "result") {
+            return client.abandon(
+                malformed_reply(fmt::format("unexpected \"{}\" message in proc_attach", printable(type, 64))));
+        }
+        auto end_offset = reply_u64(*message, "end_offset");
+        auto still = reply_bool(*message, "running");
+        auto exit = parse_exit(*message);
+        if (!end_offset || !still || !exit) {
+            return client.abandon(
+                (!end_offset ? end_offset.error() : !still ? still.error() : exit.error()).context("proc_attach"));
+        }
+        // The end is where the output sent stopped: reattaching there
+        // continues with the next byte.
+        if (*end_offset != pos) {
+            return client.abandon(malformed_reply(
+                fmt::format("proc_attach ended at end_offset {} after output up to {}", *end_offset, pos)));
+        }
+        result.end_offset = pos;
+        result.running = *still;
         if (!result.running) {
-            result.exit = parse_exit(*message);
+            result.exit = *exit;
         }
         return result;
     }
@@ -282,22 +376,28 @@ Result<Json> proc_list(AgentClient& client) {
     }
     Json all = Json::array();
     while (true) {
-        auto reply = client.stream().read_message();
+        auto reply = client.read_reply();
         if (!reply) {
             return reply;
         }
-        const std::string type = reply->value("type", "");
-        if (type == "error") {
-            return agent_error(*reply);
-        }
+        const std::string type = reply_type(*reply);
         auto batch = reply->find("processes");
-        if ((type != "processes" && type != "result") || batch == reply->end() || !batch->is_array()) {
-            return make_error("unexpected reply to proc_list");
+        const bool last = type == "result";
+        // A batch before the last is never empty: no endless stream of them.
+        if ((!last && type != "processes") || batch == reply->end() || !batch->is_array() ||
+            (!last && batch->empty())) {
+            return client.abandon(malformed_reply("unexpected reply to proc_list"));
+        }
+        if (all.size() + batch->size() > kMaxProcListEntries) {
+            return client.abandon(malformed_reply(fmt::format("over {} processes listed", kMaxProcListEntries)));
         }
         for (auto& entry : *batch) {
+            if (!entry.is_object()) {
+                return client.abandon(malformed_reply("a proc_list entry that is not an object"));
+            }
             all.push_back(std::move(entry));
         }
-        if (type == "result") {
+        if (last) {
             (*reply)["processes"] = std::move(all);
             return reply;
         }
@@ -309,8 +409,11 @@ Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig) {
     if (!reply) {
         return reply.error();
     }
-    auto running = get_bool(*reply, "running", false);
-    return running ? *running : false;
+    auto running = reply_bool(*reply, "running");
+    if (!running) {
+        return client.abandon(running.error().context("proc_signal"));
+    }
+    return *running;
 }
 
 Result<void> proc_remove(AgentClient& client, std::string_view id) {

@@ -81,14 +81,24 @@ public:
         ExitInfo exit;
     };
     // The next output, EOF or the exit (after which the connection is free
-    // for the next request).
+    // for the next request). Checked: output only on channels 1 and 2, at
+    // contiguous offsets from 0, none after its EOF. Waits without limit
+    // for a command without a timeout (it may be silent for hours; the
+    // agent sends no heartbeats), else until its timeout plus the reply
+    // timeout. Any error abandons the connection.
     [[nodiscard]] Result<Event> next();
 
 private:
-    ExecSession(FrameStream& stream, int pid) : stream_(&stream), pid_(pid) {}
-    FrameStream* stream_;
+    ExecSession(AgentClient& client, int pid, std::optional<Clock::time_point> deadline)
+        : client_(&client), pid_(pid), deadline_(deadline) {}
+    [[nodiscard]] Result<Event> check(Event event);
+
+    AgentClient* client_;
     int pid_;
+    std::optional<Clock::time_point> deadline_;
     std::uint64_t stdin_offset_ = 0;
+    std::uint64_t next_offset_[2] = {};  // stdout, stderr
+    bool eof_[2] = {};
 };
 
 // Runs a command to its end. With a sink, output goes there as it arrives
@@ -108,15 +118,19 @@ struct AttachResult {
     bool running = false;
     ExitInfo exit;  // when !running
 };
-// A detached process's output from `offset`: with `follow` until it exits,
-// else what is there now. offset_gone comes back as an Error whose
-// first_offset_of() is the oldest offset still retained.
+// A detached process's output from `offset`: with `follow` until it exits
+// (waiting without limit between frames: the process may be silent), else
+// what is there now (each frame within the reply timeout). The output must
+// arrive at contiguous log offsets from `offset`. offset_gone comes back
+// as an Error whose first_offset_of() is the oldest offset still retained.
 [[nodiscard]] Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint64_t offset,
                                           bool follow, const OutputSink& sink);
 [[nodiscard]] std::optional<std::uint64_t> first_offset_of(const Error& offset_gone);
 
 [[nodiscard]] Result<Json> proc_status(AgentClient& client, std::string_view id);
-// {"type":"result","processes":[...]}, batches joined.
+// {"type":"result","processes":[...]}, batches joined; more than
+// kMaxProcListEntries entries is an error.
+inline constexpr std::size_t kMaxProcListEntries = 4096;  // the agent keeps at most 256 + 64
 [[nodiscard]] Result<Json> proc_list(AgentClient& client);
 // Ok(false) when the process had exited already and nothing was sent.
 [[nodiscard]] Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig);

@@ -18,6 +18,8 @@ namespace sbx::agent {
 namespace {
 
 constexpr std::chrono::seconds kTargetConnectTimeout{10};
+// The agent's own connect timeout (docs/agent-protocol.md, "connect_tcp").
+constexpr std::chrono::seconds kAgentConnectTimeout{30};
 
 // Closes with a reset, so a client whose forward failed sees an error
 // rather than a clean end of stream.
@@ -47,18 +49,29 @@ Result<UniqueFd> listen_unix_path(const std::string& path) {
 }  // namespace
 
 Result<GuestStream> open_tcp(AgentClient client, std::string_view guest_host, std::uint16_t port) {
-    auto reply = client.call("connect_tcp", Json{{"host", guest_host}, {"port", port}});
+    if (auto r = client.send_request("connect_tcp", Json{{"host", guest_host}, {"port", port}}); !r) {
+        return r.error();
+    }
+    // The agent itself waits up to kAgentConnectTimeout for the guest address.
+    auto deadline = client.reply_deadline();
+    if (deadline) {
+        *deadline += kAgentConnectTimeout;
+    }
+    auto reply = client.read_reply(deadline);
     if (!reply) {
         return reply.error();
     }
-    if ((*reply)["type"] != "result" || (*reply)["connected"] != true) {
+    auto connected = reply_bool(*reply, "connected");
+    if (reply_type(*reply) != "result" || !connected || !*connected) {
         return make_error("unexpected reply to connect_tcp");
     }
-    // The client's FrameStream owns the socket: keep a duplicate and let it go.
+    // The client's FrameStream owns the socket: keep a duplicate and let it
+    // go. The stream is raw from here: no receive timeout (the splice polls).
     UniqueFd fd(::dup(client.stream().fd()));
     if (!fd) {
         return sys_error("dup");
     }
+    client.set_reply_timeout(std::chrono::milliseconds(0));
     return GuestStream{std::move(fd), client.stream().take_buffered()};
 }
 
@@ -217,12 +230,12 @@ Result<ReverseForwarder> ReverseForwarder::start(AgentEndpoint endpoint, std::st
         unlink_on_error();
         return reply.error();
     }
-    Json& port = (*reply)["port"];
-    if ((*reply)["type"] != "result" || !port.is_number_unsigned() || port.get<std::uint64_t>() > 65535) {
+    auto port = reply_u64(*reply, "port", 65535);
+    if (reply_type(*reply) != "result" || !port || *port == 0) {
         unlink_on_error();
         return make_error("unexpected reply to listen_tcp");
     }
-    state->guest_port = port.get<std::uint16_t>();
+    state->guest_port = static_cast<std::uint16_t>(*port);
     state->control.emplace(std::move(*control));
     State* s = state.get();
     state->acceptor = std::thread([s] {

@@ -10,53 +10,50 @@
 namespace sbx::agent {
 namespace {
 
-Result<std::optional<std::string>> optional_string(const Json& reply, std::string_view key) {
-    auto it = reply.find(key);
-    if (it == reply.end() || it->is_null()) {
-        return std::optional<std::string>();
-    }
-    if (!it->is_string()) {
-        return make_error("identity reply: \"{}\" is not a string", key);
-    }
-    return std::optional<std::string>(it->get<std::string>());
-}
-
-bool optional_bool(const Json& reply, std::string_view key) {
-    auto it = reply.find(key);
-    return it != reply.end() && it->is_boolean() && it->get<bool>();
-}
+// An interface name (IFNAMSIZ - 1 bytes at most).
+constexpr std::size_t kMaxInterfaceName = 15;
 
 }  // namespace
 
 Result<IdentityReply> parse_identity_reply(const Json& reply) {
-    if (reply.value("type", "") != "result") {
-        return make_error("identity reply of type \"{}\"", reply.value("type", ""));
+    if (const std::string type = reply_type(reply); type != "result") {
+        return make_error("identity reply of type \"{}\"", printable(type, 64));
     }
     IdentityReply out;
-    auto generation = reply.find("generation");
-    if (generation == reply.end() || !generation->is_number_unsigned()) {
-        return make_error("identity reply: \"generation\" missing or not an unsigned integer");
+    auto generation = reply_u64(reply, "generation");
+    auto cid = reply_optional_u64(reply, "cid", UINT32_MAX);
+    auto mac = reply_optional_string(reply, "mac");
+    auto interface = reply_optional_string(reply, "interface");
+    auto boot_id = reply_optional_string(reply, "boot_id");
+    auto reseeded = reply_optional_bool(reply, "reseeded");
+    auto link_restarted = reply_optional_bool(reply, "link_restarted");
+    if (!generation || !cid || !reseeded || !link_restarted) {
+        return (!generation ? generation.error()
+                : !cid      ? cid.error()
+                : !reseeded ? reseeded.error()
+                            : link_restarted.error())
+            .context("identity");
     }
-    out.generation = generation->get<std::uint64_t>();
-    if (auto cid = reply.find("cid"); cid != reply.end() && !cid->is_null()) {
-        if (!cid->is_number_unsigned() || cid->get<std::uint64_t>() > UINT32_MAX) {
-            return make_error("identity reply: \"cid\" is not a 32-bit unsigned integer");
-        }
-        out.cid = cid->get<std::uint32_t>();
-    }
-    auto mac = optional_string(reply, "mac");
-    auto interface = optional_string(reply, "interface");
-    auto boot_id = optional_string(reply, "boot_id");
     for (const auto* r : {&mac, &interface, &boot_id}) {
         if (!*r) {
-            return r->error();
+            return r->error().context("identity");
         }
+    }
+    if (*mac && !parse_mac(**mac)) {
+        return malformed_reply("\"mac\" is not a MAC address").context("identity");
+    }
+    if (*interface && ((*interface)->empty() || (*interface)->size() > kMaxInterfaceName)) {
+        return malformed_reply("\"interface\" is not an interface name").context("identity");
+    }
+    out.generation = *generation;
+    if (*cid) {
+        out.cid = static_cast<std::uint32_t>(**cid);
     }
     out.mac = *mac;
     out.interface = *interface;
     out.boot_id = boot_id->value_or("");
-    out.reseeded = optional_bool(reply, "reseeded");
-    out.link_restarted = optional_bool(reply, "link_restarted");
+    out.reseeded = reseeded->value_or(false);
+    out.link_restarted = link_restarted->value_or(false);
     out.raw = reply;
     return out;
 }
