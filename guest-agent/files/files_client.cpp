@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <utility>
 
 #include "guest-agent/files/tree_extractor.hpp"
 #include "guest-agent/files/tree_writer.hpp"
@@ -29,73 +31,122 @@ void add_owner(Json& request, const Ownership& owner) {
     }
 }
 
-// A reply of the expected type; anything else from the guest is an error.
-Result<Json> expect(Result<Json> reply, std::string_view type) {
+// A reply of the expected type; anything else from the guest is an error
+// (and the exchange out of step).
+Result<Json> expect(AgentClient& client, Result<Json> reply, std::string_view type) {
     if (!reply) {
         return reply;
     }
-    if ((*reply)["type"] != type) {
-        return make_error("expected a \"{}\" message, got \"{}\"", type, reply->value("type", ""));
+    if (const std::string got = reply_type(*reply); got != type) {
+        return client.abandon(
+            malformed_reply(fmt::format("expected a \"{}\" message, got \"{}\"", type, printable(got, 64))));
     }
     return reply;
 }
 
-Result<std::uint64_t> get_count(const Json& message, std::string_view key) {
-    auto value = get_int(message, key);
-    if (!value) {
-        return value.error();
+template <typename T>
+const Error* error_of(const Result<T>& r) {
+    return r ? nullptr : &r.error();
+}
+
+// "file", "dir", "symlink" or "other" (docs/agent-protocol.md, "stat").
+Result<std::string> reply_kind(const Json& reply) {
+    auto kind = reply_string(reply, "kind");
+    if (kind && *kind != "file" && *kind != "dir" && *kind != "symlink" && *kind != "other") {
+        return malformed_reply("\"kind\" is not file, dir, symlink or other");
     }
-    if (*value < 0) {
-        return make_error("negative \"{}\" from the agent", key);
+    return kind;
+}
+
+// A list entry: its name is one path component, so a caller may join it
+// to the directory's path.
+Result<DirEntry> parse_entry(const Json& e) {
+    if (!e.is_object()) {
+        return malformed_reply("an entry that is not an object");
     }
-    return static_cast<std::uint64_t>(*value);
+    auto name = reply_string(e, "name");
+    auto kind = reply_kind(e);
+    auto size = reply_u64(e, "size");
+    auto mode = reply_u64(e, "mode", 07777);
+    auto mtime = reply_i64(e, "mtime");
+    for (const Error* err : {error_of(name), error_of(kind), error_of(size), error_of(mode), error_of(mtime)}) {
+        if (err != nullptr) {
+            return *err;
+        }
+    }
+    if (name->empty() || *name == "." || *name == ".." ||
+        name->find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
+        return malformed_reply("an entry name that is not one path component");
+    }
+    return DirEntry{*name, *kind, *size, static_cast<std::uint32_t>(*mode), *mtime};
+}
+
+Error cap_error(std::string_view what, std::uint64_t cap) {
+    return make_error("download of {}: over the {}-byte cap", printable(what, 1024), cap);
 }
 
 // Receives a download: DATA on channel 3 with contiguous offsets, EOF, then
-// the final result. A sink error stops delivery but not the draining, so
-// the connection stays in step; the first error wins.
-Result<Json> receive_download(AgentClient& client, const ChunkSink& sink, std::optional<std::uint64_t> limit,
-                              std::uint64_t& received) {
+// the final result (docs/agent-protocol.md, "Downloads"). A sink error
+// stops delivery but not the draining, so the connection stays in step;
+// the first error wins. More than `asked` or `cap` bytes, or a frame out
+// of place, ends the connection instead: nothing more is read from a guest
+// that broke the protocol.
+Result<Json> receive_download(AgentClient& client, std::string_view what, const ChunkSink& sink,
+                              std::optional<std::uint64_t> asked, std::uint64_t cap, std::uint64_t& received) {
     std::optional<Error> failure;
+    std::uint64_t drained = 0;  // after a sink error
     bool eof = false;
     while (true) {
-        auto frame = client.stream().read();
+        auto frame = client.read_frame();
         if (!frame) {
             return frame.error();
         }
         if (frame->kind == FrameKind::Json) {
             auto message = parse_message(frame->json);
             if (!message) {
-                return message.error();
+                return client.abandon(malformed_reply(message.error().message));
             }
-            if ((*message)["type"] == "error") {
-                return make_error("{}: {}", message->value("code", ""), message->value("message", ""));
+            const std::string type = reply_type(*message);
+            if (type == "error") {
+                return agent_error(*message);
+            }
+            if (type != "result" || !eof) {
+                return client.abandon(
+                    malformed_reply(fmt::format("unexpected \"{}\" message in a download", printable(type, 64))));
             }
             if (failure) {
                 return *failure;
             }
-            if ((*message)["type"] != "result" || !eof) {
-                return make_error("unexpected \"{}\" message in a download", message->value("type", ""));
-            }
             return message;
         }
-        if (failure) {
+        if (frame->channel != Channel::Content || eof) {
+            return client.abandon(malformed_reply(fmt::format("download: a frame on channel {} {}",
+                                                              static_cast<int>(frame->channel),
+                                                              eof ? "after EOF" : "instead of 3")));
+        }
+        if (frame->kind == FrameKind::Eof) {
+            eof = true;
             continue;
         }
-        if (frame->channel != Channel::Content || eof) {
-            failure = make_error("download: a frame on channel {} {}", static_cast<int>(frame->channel),
-                                 eof ? "after EOF" : "instead of 3");
-        } else if (frame->kind == FrameKind::Eof) {
-            eof = true;
-        } else if (frame->offset != received) {
-            failure = make_error("download: DATA at offset {}, expected {}", frame->offset, received);
-        } else if (limit && frame->data.size() > *limit - received) {
-            failure = make_error("download: more than the {} bytes asked for", *limit);
-        } else {
-            received += frame->data.size();
-            if (auto r = sink(frame->data); !r) {
-                failure = r.error();
-            }
+        const std::uint64_t so_far = received + drained;
+        const std::uint64_t n = frame->data.size();
+        if (frame->offset != so_far) {
+            return client.abandon(
+                malformed_reply(fmt::format("download: DATA at offset {}, expected {}", frame->offset, so_far)));
+        }
+        if (asked && n > *asked - so_far) {
+            return client.abandon(malformed_reply(fmt::format("download: more than the {} bytes asked for", *asked)));
+        }
+        if (n > cap - so_far) {
+            return client.abandon(cap_error(what, cap));
+        }
+        if (failure) {
+            drained += n;
+            continue;
+        }
+        received += n;
+        if (auto r = sink(frame->data); !r) {
+            failure = r.error();
         }
     }
 }
@@ -105,12 +156,23 @@ Result<Json> receive_download(AgentClient& client, const ChunkSink& sink, std::o
 // final reply, and sending more would be wasted).
 class UploadSender {
 public:
-    explicit UploadSender(AgentClient& client) : client_(client) {}
+    // Writes are bounded by the reply timeout: an agent that stops reading
+    // must not block the client for ever.
+    explicit UploadSender(AgentClient& client) : client_(client) { client_.set_send_timeout(client.reply_timeout()); }
+    ~UploadSender() { client_.set_send_timeout(std::chrono::milliseconds(0)); }
+    UploadSender(const UploadSender&) = delete;
+    UploadSender& operator=(const UploadSender&) = delete;
 
     [[nodiscard]] Result<void> send(std::span<const std::uint8_t> bytes) {
         if (auto r = client_.stream().write_data(Channel::Content, offset_, bytes); !r) {
             done_ = true;  // the connection is broken
-            return r;
+            if (r.error().errno_value == EAGAIN) {
+                return client_.abandon(errno_error(
+                    fmt::format("the agent took no upload data for {} ms (the reply timeout)",
+                                client_.reply_timeout().count()),
+                    ETIMEDOUT));
+            }
+            return client_.abandon(r.error());
         }
         offset_ += bytes.size();
         return check_early_reply();
@@ -118,15 +180,18 @@ public:
     // EOF, then the agent's final reply.
     [[nodiscard]] Result<Json> finish() {
         if (auto r = client_.stream().write_eof(Channel::Content); !r) {
-            return r.error();
+            return client_.abandon(r.error());
         }
         return client_.read_reply();
     }
     // Abandons the upload for a local `reason`: the agent undoes it and
     // answers with an error, read here so the connection stays in step.
     [[nodiscard]] Error cancel(Error reason) {
-        if (client_.stream().write_message(Json{{"type", "cancel"}})) {
-            [[maybe_unused]] auto reply = client_.read_reply();
+        if (!client_.stream().write_message(Json{{"type", "cancel"}})) {
+            return client_.abandon(std::move(reason));
+        }
+        if (auto reply = client_.read_reply(); reply) {
+            client_.abandon();  // a cancel is answered with an error, nothing else
         }
         return reason;
     }
@@ -145,7 +210,8 @@ private:
         if (!reply) {
             return reply.error();
         }
-        return make_error("unexpected \"{}\" message during an upload", reply->value("type", ""));
+        return client_.abandon(malformed_reply(
+            fmt::format("unexpected \"{}\" message during an upload", printable(reply_type(*reply), 64))));
     }
 
     AgentClient& client_;
@@ -200,54 +266,127 @@ Result<TarResult> tar_result(const Result<Json>& reply, std::uint64_t bytes) {
     if (!reply) {
         return reply.error();
     }
-    auto entries = get_count(*reply, "entries");
-    auto skipped = get_count(*reply, "skipped");
-    if (!entries) {
-        return entries.error();
+    auto entries = reply_u64(*reply, "entries");
+    auto skipped = reply_optional_u64(*reply, "skipped");
+    if (!entries || !skipped) {
+        return !entries ? entries.error() : skipped.error();
     }
-    return TarResult{bytes, *entries, skipped ? *skipped : 0};
+    return TarResult{bytes, *entries, skipped->value_or(0)};
 }
+
+// The local file of read_file_to: a temporary file beside `path`, renamed
+// over it by commit(); removed if never committed. A `path` that exists
+// and is not a regular file is written directly.
+class LocalDownload {
+public:
+    static Result<LocalDownload> create(const std::string& path) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+            auto fd = UniqueFd::open(path, O_WRONLY | O_TRUNC);
+            if (!fd) {
+                return fd.error();
+            }
+            return LocalDownload(std::move(*fd), path, std::string());
+        }
+        const std::filesystem::path p(path);
+        std::string temp = (p.parent_path() / ("." + p.filename().string() + ".sbx-XXXXXX")).string();
+        const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+        if (fd < 0) {
+            return sys_error("creating a temporary file for {}", path);
+        }
+        LocalDownload out(UniqueFd(fd), path, std::move(temp));
+        if (::fchmod(fd, 0644) != 0) {
+            return sys_error("chmod {}", out.temp_);
+        }
+        return out;
+    }
+    LocalDownload(LocalDownload&& other) noexcept
+        : fd_(std::move(other.fd_)), path_(std::move(other.path_)), temp_(std::exchange(other.temp_, {})) {}
+    LocalDownload& operator=(LocalDownload&&) = delete;
+    ~LocalDownload() {
+        if (!temp_.empty()) {
+            ::unlink(temp_.c_str());
+        }
+    }
+
+    [[nodiscard]] int fd() const { return fd_.get(); }
+    [[nodiscard]] Result<void> commit() {
+        if (temp_.empty()) {
+            return ok();
+        }
+        if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+            return sys_error("renaming {} to {}", temp_, path_);
+        }
+        temp_.clear();
+        return ok();
+    }
+
+private:
+    LocalDownload(UniqueFd fd, std::string path, std::string temp)
+        : fd_(std::move(fd)), path_(std::move(path)), temp_(std::move(temp)) {}
+    UniqueFd fd_;
+    std::string path_;
+    std::string temp_;  // "": written in place, or committed
+};
 
 }  // namespace
 
 Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path, const ChunkSink& sink,
-                                ReadRange range) {
+                                ReadRange range, std::uint64_t max_bytes) {
     Json request{{"path", guest_path}, {"offset", range.offset}};
     if (range.length) {
         request["length"] = *range.length;
     }
-    auto started = expect(client.call("file_read", std::move(request)), "started");
+    auto started = expect(client, client.call("file_read", std::move(request)), "started");
     if (!started) {
         return started.error();
     }
+    auto size = reply_u64(*started, "size");
+    auto mode = reply_optional_u64(*started, "mode", 07777);
+    if (!size || !mode) {
+        return client.abandon((!size ? size.error() : mode.error()).context("file_read"));
+    }
+    // A file announced over the cap is refused before it is sent (a /proc
+    // file announces 0; the frames are counted too).
+    const std::uint64_t available = *size > range.offset ? *size - range.offset : 0;
+    if (std::min(available, range.length.value_or(UINT64_MAX)) > max_bytes) {
+        return client.abandon(cap_error(guest_path, max_bytes));
+    }
     std::uint64_t received = 0;
-    auto result = receive_download(client, sink, range.length, received);
+    auto result = receive_download(client, guest_path, sink, range.length, max_bytes, received);
     if (!result) {
         return result.error();
     }
-    auto bytes = get_count(*result, "bytes");
+    auto bytes = reply_u64(*result, "bytes");
     if (!bytes || *bytes != received) {
-        return make_error("file_read of {}: the agent counted {} bytes, {} arrived", guest_path,
+        return make_error("file_read of {}: the agent counted {} bytes, {} arrived", printable(guest_path, 1024),
                           bytes ? *bytes : 0, received);
     }
     return received;
 }
 
 Result<std::uint64_t> read_file_to(AgentClient& client, std::string_view guest_path,
-                                   const std::string& local_path, ReadRange range) {
-    auto out = UniqueFd::open(local_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                                   const std::string& local_path, ReadRange range, std::uint64_t max_bytes) {
+    auto out = LocalDownload::create(local_path);
     if (!out) {
         return out.error();
     }
-    return read_file(
+    auto received = read_file(
         client, guest_path,
         [&](std::span<const std::uint8_t> bytes) -> Result<void> {
-            if (auto r = write_all(out->get(), bytes.data(), bytes.size()); !r) {
+            if (auto r = write_all(out->fd(), bytes.data(), bytes.size()); !r) {
                 return r.error().context(local_path);
             }
             return ok();
         },
-        range);
+        range, max_bytes);
+    if (!received) {
+        return received;
+    }
+    if (auto r = out->commit(); !r) {
+        return r.error();
+    }
+    return received;
 }
 
 Result<std::string> read_file_text(AgentClient& client, std::string_view guest_path, std::size_t max_bytes) {
@@ -277,15 +416,15 @@ Result<std::uint64_t> write_file(AgentClient& client, std::string_view guest_pat
         request["mode"] = *options.mode;
     }
     add_owner(request, options.owner);
-    auto ready = expect(client.call("file_write", std::move(request)), "ready");
+    auto ready = expect(client, client.call("file_write", std::move(request)), "ready");
     if (!ready) {
         return ready.error();
     }
-    auto result = expect(upload(client, source), "result");
+    auto result = expect(client, upload(client, source), "result");
     if (!result) {
         return result.error();
     }
-    return get_count(*result, "bytes");
+    return reply_u64(*result, "bytes");
 }
 
 Result<std::uint64_t> write_file_from(AgentClient& client, const std::string& local_path,
@@ -319,19 +458,22 @@ Result<std::uint64_t> write_file_text(AgentClient& client, std::string_view gues
 }
 
 Result<FileInfo> stat(AgentClient& client, std::string_view guest_path, bool follow) {
-    auto reply = expect(client.call("stat", Json{{"path", guest_path}, {"follow", follow}}), "result");
+    auto reply = expect(client, client.call("stat", Json{{"path", guest_path}, {"follow", follow}}), "result");
     if (!reply) {
         return reply.error();
     }
-    auto kind = get_string(*reply, "kind");
-    auto size = get_count(*reply, "size");
-    auto mode = get_count(*reply, "mode");
-    auto uid = get_count(*reply, "uid");
-    auto gid = get_count(*reply, "gid");
-    auto mtime = get_int(*reply, "mtime");
-    auto target = get_string(*reply, "target", std::string());
-    if (!kind || !size || !mode || !uid || !gid || !mtime || !target) {
-        return make_error("malformed stat reply from the agent");
+    auto kind = reply_kind(*reply);
+    auto size = reply_u64(*reply, "size");
+    auto mode = reply_u64(*reply, "mode", 07777);
+    auto uid = reply_u64(*reply, "uid", UINT32_MAX);
+    auto gid = reply_u64(*reply, "gid", UINT32_MAX);
+    auto mtime = reply_i64(*reply, "mtime");
+    auto target = reply_optional_string(*reply, "target");
+    for (const Error* e : {error_of(kind), error_of(size), error_of(mode), error_of(uid), error_of(gid),
+                           error_of(mtime), error_of(target)}) {
+        if (e != nullptr) {
+            return e->context("stat");
+        }
     }
     return FileInfo{*kind,
                     *size,
@@ -339,7 +481,7 @@ Result<FileInfo> stat(AgentClient& client, std::string_view guest_path, bool fol
                     static_cast<std::uint32_t>(*uid),
                     static_cast<std::uint32_t>(*gid),
                     *mtime,
-                    *target};
+                    target->value_or("")};
 }
 
 Result<std::vector<DirEntry>> list(AgentClient& client, std::string_view guest_path) {
@@ -352,27 +494,24 @@ Result<std::vector<DirEntry>> list(AgentClient& client, std::string_view guest_p
         if (!reply) {
             return reply.error();
         }
-        const bool last = (*reply)["type"] == "result";
-        if (!last && (*reply)["type"] != "entries") {
-            return make_error("unexpected \"{}\" message in a list", reply->value("type", ""));
+        const std::string type = reply_type(*reply);
+        const bool last = type == "result";
+        if (!last && type != "entries") {
+            return client.abandon(
+                malformed_reply(fmt::format("unexpected \"{}\" message in a list", printable(type, 64))));
         }
         auto batch = reply->find("entries");
-        if (batch == reply->end() || !batch->is_array() || entries.size() + batch->size() > kMaxListEntries) {
-            return make_error("malformed or oversized list reply from the agent");
+        // A batch before the last is never empty: no endless stream of them.
+        if (batch == reply->end() || !batch->is_array() || (!last && batch->empty()) ||
+            entries.size() + batch->size() > kMaxListEntries) {
+            return client.abandon(malformed_reply("a list batch that is missing, empty or over the entry limit"));
         }
         for (const Json& e : *batch) {
-            if (!e.is_object()) {
-                return make_error("malformed list entry from the agent");
+            auto entry = parse_entry(e);
+            if (!entry) {
+                return client.abandon(entry.error().context("list"));
             }
-            auto name = get_string(e, "name");
-            auto kind = get_string(e, "kind");
-            auto size = get_count(e, "size");
-            auto mode = get_count(e, "mode");
-            auto mtime = get_int(e, "mtime");
-            if (!name || !kind || !size || !mode || !mtime) {
-                return make_error("malformed list entry from the agent");
-            }
-            entries.push_back(DirEntry{*name, *kind, *size, static_cast<std::uint32_t>(*mode), *mtime});
+            entries.push_back(std::move(*entry));
         }
         if (last) {
             return entries;
@@ -383,37 +522,42 @@ Result<std::vector<DirEntry>> list(AgentClient& client, std::string_view guest_p
 Result<void> make_dir(AgentClient& client, std::string_view guest_path, const MkdirOptions& options) {
     Json request{{"path", guest_path}, {"mode", options.mode}, {"parents", options.parents}};
     add_owner(request, options.owner);
-    auto reply = expect(client.call("mkdir", std::move(request)), "result");
+    auto reply = expect(client, client.call("mkdir", std::move(request)), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
 Result<void> remove(AgentClient& client, std::string_view guest_path, bool recursive) {
     auto reply =
-        expect(client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
+        expect(client, client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
 Result<void> rename(AgentClient& client, std::string_view from, std::string_view to) {
-    auto reply = expect(client.call("rename", Json{{"from", from}, {"to", to}}), "result");
+    auto reply = expect(client, client.call("rename", Json{{"from", from}, {"to", to}}), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
-Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path, const ChunkSink& sink) {
-    auto started = expect(client.call("tar_get", Json{{"path", guest_path}}), "started");
+Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path, const ChunkSink& sink,
+                          std::uint64_t max_bytes) {
+    auto started = expect(client, client.call("tar_get", Json{{"path", guest_path}}), "started");
     if (!started) {
         return started.error();
     }
     std::uint64_t received = 0;
-    auto result = receive_download(client, sink, std::nullopt, received);
-    auto bytes = result ? get_count(*result, "bytes") : Result<std::uint64_t>(received);
-    if (result && (!bytes || *bytes != received)) {
-        return make_error("tar_get of {}: the agent counted {} bytes, {} arrived", guest_path,
+    auto result = receive_download(client, guest_path, sink, std::nullopt, max_bytes, received);
+    if (!result) {
+        return result.error();
+    }
+    auto bytes = reply_u64(*result, "bytes");
+    if (!bytes || *bytes != received) {
+        return make_error("tar_get of {}: the agent counted {} bytes, {} arrived", printable(guest_path, 1024),
                           bytes ? *bytes : 0, received);
     }
     return tar_result(result, received);
 }
 
-Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, const std::string& local_dir) {
+Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, const std::string& local_dir,
+                           std::uint64_t max_bytes) {
     std::error_code ec;
     std::filesystem::create_directories(local_dir, ec);
     if (ec) {
@@ -426,8 +570,8 @@ Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, con
     // The guest is untrusted: its set-id bits and owners are not kept.
     TreeExtractor extractor(root->get(), ExtractOptions{std::nullopt, std::nullopt, 01777});
     tar::TarReader reader(extractor);
-    auto result =
-        get_tar(client, guest_path, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); });
+    auto result = get_tar(
+        client, guest_path, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); }, max_bytes);
     if (!result) {
         return result;
     }
@@ -446,7 +590,7 @@ Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir, const
                           const Ownership& owner) {
     Json request{{"path", guest_dir}};
     add_owner(request, owner);
-    auto ready = expect(client.call("tar_put", std::move(request)), "ready");
+    auto ready = expect(client, client.call("tar_put", std::move(request)), "ready");
     if (!ready) {
         return ready.error();
     }
@@ -458,7 +602,7 @@ Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir, const
         }
         return n;
     };
-    return tar_result(expect(upload(client, counted), "result"), bytes);
+    return tar_result(expect(client, upload(client, counted), "result"), bytes);
 }
 
 Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, std::string_view guest_dir,
@@ -469,7 +613,7 @@ Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, s
     }
     Json request{{"path", guest_dir}};
     add_owner(request, owner);
-    auto ready = expect(client.call("tar_put", std::move(request)), "ready");
+    auto ready = expect(client, client.call("tar_put", std::move(request)), "ready");
     if (!ready) {
         return ready.error();
     }
@@ -483,7 +627,7 @@ Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, s
         // broken connection has ended it already.
         return sender.can_cancel() ? sender.cancel(finished.error()) : finished.error();
     }
-    auto result = tar_result(expect(sender.finish(), "result"), writer.bytes());
+    auto result = tar_result(expect(client, sender.finish(), "result"), writer.bytes());
     if (result) {
         result->skipped += stats->skipped;
     }

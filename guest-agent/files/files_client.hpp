@@ -5,7 +5,9 @@
 // broken connection (a read or write error) it does not.
 //
 // Everything the guest sends is checked (offsets, sizes, entry counts,
-// archive entries): the guest is untrusted.
+// archive entries): the guest is untrusted. Downloads stop at a
+// caller-set size cap; a download over it, a reply breaking the protocol
+// or a timeout abandons the connection (AgentClient::abandon()).
 #pragma once
 
 #include <functional>
@@ -28,12 +30,23 @@ struct ReadRange {
     std::optional<std::uint64_t> length;  // unset: to the end of the file
 };
 
+// The default download cap (file_read, tar_get): more than this from the
+// guest is an error. Callers expecting more pass their own.
+inline constexpr std::uint64_t kDefaultMaxDownload = std::uint64_t{16} << 30;
+
 // file_read: streams the guest file to `sink`; returns the bytes received.
+// More than `max_bytes` (announced by the file's size, or sent) is an
+// error "download of PATH: over the N-byte cap".
 [[nodiscard]] Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path,
-                                              const ChunkSink& sink, ReadRange range = {});
-// Into a local file (created or truncated).
+                                              const ChunkSink& sink, ReadRange range = {},
+                                              std::uint64_t max_bytes = kDefaultMaxDownload);
+// Into a local file, written under a temporary name beside it and renamed
+// over local_path only when complete: a failed download leaves no partial
+// file (and an old file at local_path untouched). A local_path that is not
+// a regular file (a fifo, /dev/stdout) is written in place.
 [[nodiscard]] Result<std::uint64_t> read_file_to(AgentClient& client, std::string_view guest_path,
-                                                 const std::string& local_path, ReadRange range = {});
+                                                 const std::string& local_path, ReadRange range = {},
+                                                 std::uint64_t max_bytes = kDefaultMaxDownload);
 // Into memory, for small files: more than max_bytes is an error.
 [[nodiscard]] Result<std::string> read_file_text(AgentClient& client, std::string_view guest_path,
                                                  std::size_t max_bytes = 16 << 20);
@@ -102,9 +115,11 @@ struct TarResult {
 // with the same safety rules as the agent's tar_put; set-id bits are
 // dropped and files belong to the calling process. If extraction fails,
 // the rest of the archive is drained so the connection stays usable, and
-// the error returned.
+// the error returned. An archive over `max_bytes` is an error; the entries
+// extracted before it stay (a file cut short is removed).
 [[nodiscard]] Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path,
-                                         const std::string& local_dir);
+                                         const std::string& local_dir,
+                                         std::uint64_t max_bytes = kDefaultMaxDownload);
 // tar_put of a local directory's contents (or of one file) into guest_dir.
 [[nodiscard]] Result<TarResult> put_tree(AgentClient& client, const std::string& local_path,
                                          std::string_view guest_dir, const Ownership& owner = {});
@@ -112,7 +127,7 @@ struct TarResult {
 // The raw archives, for callers with their own tar handling: tar_get's
 // stream into `sink`, and tar_put fed from `source`.
 [[nodiscard]] Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path,
-                                        const ChunkSink& sink);
+                                        const ChunkSink& sink, std::uint64_t max_bytes = kDefaultMaxDownload);
 [[nodiscard]] Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir,
                                         const ChunkSource& source, const Ownership& owner = {});
 
