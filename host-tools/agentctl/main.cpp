@@ -4,11 +4,12 @@
 //
 // Exit status: the command's own for exec (128+N when killed by signal N,
 // 124 on --timeout-ms), 0 for the others on success; 125 when sbx-agentctl
-// itself failed (connection, token, bad reply, local file).
+// itself failed (connection, token, bad reply, a reply timeout, local file).
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -110,6 +111,7 @@ struct Options {
     // files
     std::string local, guest, mode;
     bool mkdirs = false;
+    std::uint64_t max_bytes = files::kDefaultMaxDownload;
     // forward
     std::uint16_t local_port = 0;
     std::string target;
@@ -133,6 +135,11 @@ int cmd_wait(const Options& o) {
     while (Clock::now() < deadline) {
         AgentEndpoint e = o.endpoint;
         e.timeout = std::chrono::milliseconds(2000);
+        // A health that hangs must not outlast --timeout.
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+        e.reply_timeout = std::max(std::chrono::milliseconds(1), std::min(left, e.reply_timeout.count() > 0
+                                                                                    ? e.reply_timeout
+                                                                                    : left));
         auto client = AgentClient::connect(e);
         if (client) {
             auto health = client->health();
@@ -324,7 +331,7 @@ int cmd_get(const Options& o) {
         return fail("get", client.error());
     }
     const auto start = Clock::now();
-    auto bytes = files::read_file_to(*client, o.guest, o.local);
+    auto bytes = files::read_file_to(*client, o.guest, o.local, {}, o.max_bytes);
     if (!bytes) {
         return fail("get " + o.guest + " " + o.local, bytes.error());
     }
@@ -426,6 +433,12 @@ int main(int argc, char** argv) {
     app.add_option("--port", port, "the agent's vsock port")->capture_default_str();
     app.add_option("--connect-timeout", connect_timeout_s, "seconds for connecting and the hello")
         ->capture_default_str();
+    double reply_timeout_s = std::chrono::duration<double>(kDefaultReplyTimeout).count();
+    app.add_option("--reply-timeout", reply_timeout_s,
+                   "seconds a reply may take (0: no limit); attach and exec without --timeout-ms follow "
+                   "their output without one")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
 
     auto* wait = app.add_subcommand("wait", "poll health until the agent answers (prints JSON)");
     wait->add_option("--timeout", o.timeout_s, "seconds")->capture_default_str();
@@ -462,6 +475,8 @@ int main(int argc, char** argv) {
     auto* get = app.add_subcommand("get", "copy a guest file here");
     get->add_option("guest", o.guest)->required();
     get->add_option("local", o.local)->required();
+    get->add_option("--max-bytes", o.max_bytes, "refuse a file larger than this (nothing is left at LOCAL)")
+        ->capture_default_str();
 
     auto* fwd = app.add_subcommand("forward", "forward 127.0.0.1:LOCAL_PORT to a guest address until killed");
     fwd->add_option("local_port", o.local_port, "0: any free port (printed)")->required();
@@ -477,6 +492,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     o.endpoint.port = port;
     o.endpoint.timeout = std::chrono::milliseconds(static_cast<long>(connect_timeout_s * 1000));
+    o.endpoint.reply_timeout = std::chrono::milliseconds(static_cast<long>(reply_timeout_s * 1000));
 
     if (*wait) return cmd_wait(o);
     if (*wait_ready) return cmd_wait_ready(o);
