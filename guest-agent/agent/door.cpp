@@ -84,11 +84,12 @@ void Door::reap() {
             continue;
         }
         auto first = pending_.begin();
-        if (first->second.deadline <= std::chrono::steady_clock::now()) {
+        const auto deadline = first->second.deadline;  // a copy: the entry may go while we wait
+        if (deadline <= std::chrono::steady_clock::now()) {
             shut_locked(first);
             continue;
         }
-        changed_.wait_until(lock, first->second.deadline);
+        changed_.wait_until(lock, deadline);
     }
 }
 
