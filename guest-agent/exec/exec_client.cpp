@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace sbx::agent {
@@ -211,14 +213,18 @@ Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const O
     // Stdin goes from its own thread: the agent may have to send output
     // before it can take more input (`cat` of something large).
     std::thread feeder;
-    std::atomic<bool> fed{false};
+    std::mutex fed_mutex;
+    std::condition_variable fed_changed;
+    bool fed = false;
     if (request.stdin_data) {
-        feeder = std::thread([&session, &request, &fed] {
+        feeder = std::thread([&] {
             const auto* bytes = reinterpret_cast<const std::uint8_t*>(request.stdin_data->data());
             if (session->write_stdin(std::span(bytes, request.stdin_data->size()))) {
                 [[maybe_unused]] auto r = session->close_stdin();
             }
+            std::lock_guard lock(fed_mutex);
             fed = true;
+            fed_changed.notify_all();
         });
     }
     ExecResult result;
@@ -248,9 +254,22 @@ Result<ExecResult> exec(AgentClient& client, const ExecRequest& request, const O
                    event->data.begin() + static_cast<std::ptrdiff_t>(std::min(room, event->data.size())));
     }
     if (feeder.joinable()) {
-        // Stdin the process never read (it exited, or the agent stopped
-        // taking it) would keep the feeder blocked: end the connection.
-        if (!outcome || !fed) {
+        // Stdin the process never read: the agent reads and drops the rest
+        // (docs/agent-protocol.md, exec), so the feeder ends and the
+        // connection stays in step. One that stops taking it within the
+        // reply timeout would keep the feeder blocked: end the connection.
+        bool done = false;
+        if (outcome) {
+            std::unique_lock lock(fed_mutex);
+            const auto is_fed = [&] { return fed; };
+            if (const auto limit = client.reply_timeout(); limit.count() == 0) {
+                fed_changed.wait(lock, is_fed);
+                done = true;
+            } else {
+                done = fed_changed.wait_for(lock, limit, is_fed);
+            }
+        }
+        if (!done) {
             client.abandon();
         }
         feeder.join();
