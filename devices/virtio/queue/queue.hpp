@@ -98,8 +98,11 @@ public:
     // on a queue never activated). On error the queue is left reset.
     [[nodiscard]] Result<void> restore(const GuestMemory& memory, const QueueState& state);
 
-private:
+    // The avail ring's idx as the driver last published it (§2.7.6): it
+    // moves each time the driver makes a buffer available.
     [[nodiscard]] std::uint16_t avail_idx() const;
+
+private:
     [[nodiscard]] std::uint16_t avail_flags() const;
     [[nodiscard]] std::uint16_t used_event() const;
 

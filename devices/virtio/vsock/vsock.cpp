@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +82,8 @@ void Vsock::reset() {
     listener_paused_ = false;
     rx_used_ = tx_used_ = false;
     transport_reset_pending_ = false;
+    reset_unacked_ = false;
+    ack_timer_ = UniqueFd();
 }
 
 VsockStats Vsock::stats() const {
@@ -102,6 +105,9 @@ Result<void> Vsock::process_queue(std::size_t index) {
         r = process_rx();
     } else if (index == vsock::kEventQueue) {
         r = post_transport_reset();  // the event queue's buffers are kept for this (§5.10.6.7)
+        if (r) {
+            r = check_reset_taken();
+        }
     }
     signal_used();
     return r;
@@ -448,6 +454,9 @@ Result<void> Vsock::on_handshake(int fd, std::uint32_t events) {
     if (it == handshakes_.end()) {
         return ok();
     }
+    if (transport_reset_pending_ || reset_unacked_) {
+        return ok();  // its line stays unread until the driver has taken the reset
+    }
     const vsock::ConnectLine line = vsock::read_connect_line(fd);
     using Status = vsock::ConnectLine::Status;
     if (line.status == Status::Refused ||
@@ -553,6 +562,73 @@ Result<void> Vsock::post_transport_reset() {
     if (events.needs_notification()) {
         context_.interrupt->signal_used();
     }
+    return await_reset_taken();
+}
+
+// A REQUEST the driver handles before the TRANSPORT_RESET would be reset
+// with the streams of the old VM, silently (Linux's virtio_vsock_reset_sock
+// sends nothing): the host would hold a connection the guest has dropped.
+// Linux queues the rx work ahead of the event work when one interrupt
+// signals both, so new host connections wait until the driver has taken
+// the event: it hands the buffer back (the event queue's avail index moves,
+// virtio_vsock_event_fill_one) after virtio_vsock_event_handle. Checked on
+// event-queue notifications and every 10 ms, for at most kResetAckLimit.
+Result<void> Vsock::await_reset_taken() {
+    reset_unacked_ = true;
+    reset_avail_idx_ = context_.queues[vsock::kEventQueue].avail_idx();
+    reset_posted_at_ = std::chrono::steady_clock::now();
+    if (!ack_timer_) {
+        // Without a timer host connections go ahead at once, as before.
+        UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+        if (!timer) {
+            log::warn("{}: timerfd_create: {}", name(), std::strerror(errno));
+            reset_unacked_ = false;
+            return ok();
+        }
+        const int fd = timer.get();
+        ack_timer_ = std::move(timer);
+        if (auto r = context_.events->add(fd, EPOLLIN, [this](std::uint32_t) { return check_reset_taken(); }); !r) {
+            log::warn("{}: {}", name(), r.error().to_string());
+            ack_timer_ = UniqueFd();
+            reset_unacked_ = false;
+            return ok();
+        }
+    }
+    constexpr itimerspec kEvery10ms{{0, 10'000'000}, {0, 10'000'000}};
+    ::timerfd_settime(ack_timer_.get(), 0, &kEvery10ms, nullptr);
+    return ok();
+}
+
+Result<void> Vsock::check_reset_taken() {
+    if (ack_timer_) {
+        std::uint64_t expirations = 0;
+        [[maybe_unused]] auto n = ::read(ack_timer_.get(), &expirations, sizeof expirations);
+    }
+    if (!reset_unacked_) {
+        return ok();
+    }
+    const bool taken = context_.queues[vsock::kEventQueue].avail_idx() != reset_avail_idx_;
+    if (!taken && std::chrono::steady_clock::now() - reset_posted_at_ < kResetAckLimit) {
+        return ok();
+    }
+    if (!taken) {
+        log::warn("{}: the driver has not taken the transport reset after {} s; host connections go ahead", name(),
+                  kResetAckLimit.count());
+    }
+    reset_unacked_ = false;
+    constexpr itimerspec kStop{};
+    ::timerfd_settime(ack_timer_.get(), 0, &kStop, nullptr);
+    // The held CONNECT lines, oldest first (on_handshake may drop entries).
+    std::vector<int> held;
+    for (const auto& h : handshakes_) {
+        held.push_back(h.socket.get());
+    }
+    for (int fd : held) {
+        if (auto r = on_handshake(fd, 0); !r) {
+            return r;
+        }
+    }
+    signal_used();
     return ok();
 }
 

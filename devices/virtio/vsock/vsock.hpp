@@ -34,6 +34,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -144,6 +145,10 @@ private:
     // Sends the pending TRANSPORT_RESET once the driver has posted an
     // event buffer.
     [[nodiscard]] Result<void> post_transport_reset();
+    // Host CONNECTs wait while the driver has not taken the reset.
+    [[nodiscard]] Result<void> await_reset_taken();
+    [[nodiscard]] Result<void> check_reset_taken();
+    static constexpr std::chrono::seconds kResetAckLimit{30};
 
     VsockConfig config_;
     UniqueFd listener_;
@@ -160,6 +165,10 @@ private:
     bool rx_used_ = false;
     bool tx_used_ = false;
     bool transport_reset_pending_ = false;
+    bool reset_unacked_ = false;  // posted; the driver has not handed the buffer back
+    std::uint16_t reset_avail_idx_ = 0;
+    std::chrono::steady_clock::time_point reset_posted_at_;
+    UniqueFd ack_timer_;
 
     DescriptorChain rx_chain_;
     DescriptorChain tx_chain_;

@@ -497,6 +497,7 @@ TEST_CASE("snapshot: the restored device sends TRANSPORT_RESET, and new connecti
         [&](TestBed& bed) {
             check_transport_reset(bed, events[0]);
             CHECK(bed.irq.count > irqs);
+            give_event_buffers(bed, 1);  // Linux hands the buffer back once it has handled the event
             // The old host socket went with the old device.
             bool eof = false;
             REQUIRE(f.guest->run_until([&] {
@@ -517,6 +518,33 @@ TEST_CASE("snapshot: the restored device sends TRANSPORT_RESET, and new connecti
                 return got.size() == reply.size();
             }));
             CHECK(got == reply);
+        });
+}
+
+TEST_CASE("snapshot: a host CONNECT waits until the driver has taken the TRANSPORT_RESET") {
+    Fixture f;
+    auto events = give_event_buffers(*f.bed, 4);
+    const std::string restored_uds = f.dir.path + "/restored.sock";
+    check_state_round_trip(
+        *f.bed, [&] { return open_vsock(restored_uds); }, [](TestBed&) {},
+        [&](TestBed& bed) {
+            check_transport_reset(bed, events[0]);
+            // A REQUEST handled ahead of the event would be reset with the
+            // old VM's streams: none reaches the guest before the driver
+            // hands the event buffer back.
+            UniqueFd early = unix_client(restored_uds);
+            send_text(early.get(), "CONNECT 1236\n");
+            const auto request_seen = [&] {
+                return std::any_of(f.guest->unclaimed().begin(), f.guest->unclaimed().end(), [](const Packet& p) {
+                    return p.op() == Op::Request && p.header.dst_port == 1236;
+                });
+            };
+            const auto& restored = dynamic_cast<const Vsock&>(bed.transport->device());
+            CHECK_FALSE(f.guest->run_until(request_seen, 300));
+            CHECK(restored.stats().pending_handshakes == 1);
+            give_event_buffers(bed, 1);
+            CHECK(f.guest->run_until(request_seen));
+            CHECK(restored.stats().pending_handshakes == 0);
         });
 }
 
