@@ -49,16 +49,16 @@ class Agent:
         self.host = vmrun.VsockHost(vmm, workdir)
         self.token = token
 
-    def _session(self, wait):
+    def _session(self, wait, timeout=600):
         sock = self.host.connect(52, wait=wait)
-        sock.settimeout(600)
+        sock.settimeout(timeout)
         send_frame(sock, {"type": "hello", "version": 1, "token": self.token})
         if recv_message(sock).get("type") != "hello":
             raise ConnectionError("hello refused")
         return sock
 
-    def health(self, wait=0.0):
-        with self._session(wait) as sock:
+    def health(self, wait=0.0, timeout=600):
+        with self._session(wait, timeout) as sock:
             send_frame(sock, {"type": "request", "op": "health"})
             return recv_message(sock)
 
@@ -75,13 +75,18 @@ class Agent:
     def wait(self, deadline_s=600, poll_s=0.005):
         """Seconds until the agent first answers health."""
         start = time.monotonic()
+        seen = {}  # what each failed attempt met, for the error
         while time.monotonic() - start < deadline_s:
             try:
-                self.health()
+                # An accepted connection whose hello is never answered
+                # must not eat the whole deadline.
+                self.health(timeout=30)
                 return time.monotonic() - start
-            except (OSError, ConnectionError):
+            except (OSError, ConnectionError) as e:
+                what = f"{type(e).__name__}: {e}"
+                seen[what] = seen.get(what, 0) + 1
                 time.sleep(poll_s)
-        raise TimeoutError("the agent never answered")
+        raise TimeoutError(f"the agent never answered ({seen})")
 
 
 def fill(agent, mib):
@@ -162,11 +167,37 @@ def sbx(args, token):
     os.unlink(snaps["raw"])
 
 
+def diagnose_restore(args, proc, control, logs):
+    """A restored VM that never answered: the logs' tails, the VMM's threads
+    and the guest's vCPUs (vmrun's diagnosis), then SIGKILL, and the
+    threads again if it has not exited 30 s later."""
+    for path in logs:
+        try:
+            with open(path, errors="replace") as f:
+                for line in f.read().splitlines()[-25:]:
+                    say(f"DIAG-LOG {os.path.basename(path)}: {line}")
+        except OSError as e:
+            say(f"DIAG-LOG {path}: {e}")
+    machine = vmrun.Machine("sbx", args.kernel, args.image, sbx_vmm=args.sbx_vmm, control=control)
+    machine.proc = proc
+    machine.diagnose()
+    proc.kill()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        say("DIAG: sbx-vmm has not exited 30 s after SIGKILL")
+        machine.control = None
+        machine.diagnose()
+        proc.wait()
+
+
 def restore_sbx(args, token, mode, snap):
     work = args.workdir
     log_path = f"{work}/sbx-restore-{mode}.log"
+    console = f"{work}/sbx-restore-{mode}-console.log"
+    control = f"{work}/restore-control.sock"
     argv = [args.sbx_vmm, "--restore", snap, "--restore-mode", mode, "--vsock",
-            f"cid={vmrun.GUEST_CID},uds={work}/v.sock", "--console", f"file:{work}/sbx-restore-{mode}-console.log"]
+            f"cid={vmrun.GUEST_CID},uds={work}/v.sock", "--console", f"file:{console}", "--control", control]
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -174,8 +205,7 @@ def restore_sbx(args, token, mode, snap):
     try:
         agent.wait(deadline_s=120)
     except TimeoutError:
-        proc.kill()
-        proc.wait()
+        diagnose_restore(args, proc, control, (log_path, console))
         raise
     to_agent = time.monotonic() - t0
     setup = wait_for_line(log_path, r"VM set up in ([0-9.]+) ms", 60)
@@ -187,8 +217,12 @@ def restore_sbx(args, token, mode, snap):
         loaded = f"{float(m.group(1)) / 1000:.3f}" if m else "never"
     say(f"BENCH-RESTORE: sbx-{mode} first_instruction={float(setup.group(1)) / 1000 if setup else -1:.3f} "
         f"agent={to_agent:.3f} fully_loaded={loaded}")
-    agent.shell("reboot")
-    stop(proc)
+    try:
+        agent.shell("reboot")
+    except ConnectionError:
+        pass  # the guest can go down before the exit frame reaches us
+    finally:
+        stop(proc)  # the next restore needs the vsock path free
 
 
 class Qmp:
