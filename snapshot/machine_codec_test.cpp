@@ -3,9 +3,7 @@
 #include <cstring>
 
 #include "snapshot/machine_codec.hpp"
-// The kernel structures' sizes, which the KVM state decoders check: a
-// test-only use of the KVM layer's header, to build well-sized images.
-#include "vmm/kvm/linux_kvm.hpp"
+#include "vmm/kvm/kvm_state_samples.hpp"
 
 using namespace sbx;
 using namespace sbx::snapshot;
@@ -27,49 +25,12 @@ VmConfig sample_config() {
     return config;
 }
 
-std::vector<std::uint8_t> pattern(std::size_t size, std::uint8_t seed) {
-    std::vector<std::uint8_t> out(size);
-    for (std::size_t i = 0; i < size; ++i) {
-        out[i] = static_cast<std::uint8_t>(seed + i * 13);
-    }
-    return out;
-}
-
-kvm::VcpuState sample_vcpu(std::uint8_t seed) {
-    kvm::VcpuState s;
-    s.cpuid = {{0, 0, 0, 0xd, 0x68747541, 0x444d4163, 0x69746e65}, {7, 0, 1, 0, 0x219c07ab, 0, 0}};
-    s.regs = pattern(sizeof(kvm_regs), seed);
-    s.sregs = pattern(sizeof(kvm_sregs), seed + 1);
-    s.xsave = pattern(sizeof(kvm_xsave), seed + 2);
-    kvm_xcrs xcrs{};
-    xcrs.nr_xcrs = 1;  // decode refuses more than KVM_MAX_XCRS
-    xcrs.xcrs[0].value = 7;
-    s.xcrs.resize(sizeof xcrs);
-    std::memcpy(s.xcrs.data(), &xcrs, sizeof xcrs);
-    s.debugregs = pattern(sizeof(kvm_debugregs), seed + 4);
-    s.lapic = pattern(sizeof(kvm_lapic_state), seed + 5);
-    s.events = pattern(sizeof(kvm_vcpu_events), seed + 6);
-    s.mp_state = pattern(sizeof(kvm_mp_state), seed + 7);
-    s.msrs = {{0x10, 123456789}, {0xc0000082, 0xffffffff81000000ULL}};
-    s.tsc_khz = 2445434;
-    return s;
-}
-
 // A machine every decoder accepts: images of the right sizes, irqchip
 // images with their chip ids, device states within their limits.
 MachineState sample_machine() {
     MachineState m;
-    m.vcpus = {sample_vcpu(1), sample_vcpu(40)};
-    std::vector<std::uint8_t>* chips[] = {&m.vm.pic_master, &m.vm.pic_slave, &m.vm.ioapic};
-    for (std::uint32_t id = 0; id < 3; ++id) {
-        kvm_irqchip chip{};
-        chip.chip_id = id;
-        chip.chip.pic.irq_base = static_cast<std::uint8_t>(0x20 + 8 * id);
-        chips[id]->resize(sizeof chip);
-        std::memcpy(chips[id]->data(), &chip, sizeof chip);
-    }
-    m.vm.pit2 = pattern(sizeof(kvm_pit_state2), 90);
-    m.vm.clock = pattern(sizeof(kvm_clock_data), 100);
+    m.vcpus = {kvm::testing::sample_vcpu_state(1), kvm::testing::sample_vcpu_state(40)};
+    m.vm = kvm::testing::sample_vm_state(90);
     m.serial.ier = 0x03;
     m.serial.lcr = 0x03;
     m.serial.mcr = 0x0b;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "vmm/kvm/kvm_state.hpp"
+#include "vmm/kvm/kvm_state_samples.hpp"
 #include "vmm/kvm/linux_kvm.hpp"
 
 using namespace sbx;
@@ -11,50 +12,9 @@ using namespace sbx::kvm;
 
 namespace {
 
-std::vector<std::uint8_t> pattern(std::size_t size, std::uint8_t seed) {
-    std::vector<std::uint8_t> out(size);
-    for (std::size_t i = 0; i < size; ++i) {
-        out[i] = static_cast<std::uint8_t>(seed + i * 7);
-    }
-    return out;
-}
-
-VcpuState sample_vcpu() {
-    VcpuState s;
-    s.cpuid = {{0, 0, 0, 0xd, 0x68747541, 0x444d4163, 0x69746e65},
-               {7, 1, 1, 0x10, 0, 0, 0},
-               {0x80000001, 0, 0, 0, 0, 0x1, 0x2}};
-    s.regs = pattern(sizeof(kvm_regs), 1);
-    s.sregs = pattern(sizeof(kvm_sregs), 2);
-    s.xsave = pattern(sizeof(kvm_xsave) + 64, 3);
-    kvm_xcrs xcrs{};
-    xcrs.nr_xcrs = 1;
-    xcrs.xcrs[0].value = 7;
-    s.xcrs.resize(sizeof xcrs);
-    std::memcpy(s.xcrs.data(), &xcrs, sizeof xcrs);
-    s.debugregs = pattern(sizeof(kvm_debugregs), 4);
-    s.lapic = pattern(sizeof(kvm_lapic_state), 5);
-    s.events = pattern(sizeof(kvm_vcpu_events), 6);
-    s.mp_state = {0, 0, 0, 0};
-    s.msrs = {{0x10, 123456789}, {0xc0000082, 0xffffffff81000000ULL}, {0x4b564d01, 0x1001}};
-    s.tsc_khz = 2445434;
-    return s;
-}
-
-VmState sample_vm() {
-    VmState s;
-    std::vector<std::uint8_t>* chips[] = {&s.pic_master, &s.pic_slave, &s.ioapic};
-    for (std::uint32_t id = 0; id < 3; ++id) {
-        kvm_irqchip chip{};
-        chip.chip_id = id;
-        chip.chip.pic.irq_base = static_cast<std::uint8_t>(0x20 + 8 * id);
-        chips[id]->resize(sizeof chip);
-        std::memcpy(chips[id]->data(), &chip, sizeof chip);
-    }
-    s.pit2 = pattern(sizeof(kvm_pit_state2), 9);
-    s.clock = pattern(sizeof(kvm_clock_data), 10);
-    return s;
-}
+using testing::pattern;
+VcpuState sample_vcpu() { return testing::sample_vcpu_state(); }
+VmState sample_vm() { return testing::sample_vm_state(); }
 
 template <typename State>
 std::vector<std::uint8_t> encoded(const State& s) {
