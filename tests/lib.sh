@@ -7,7 +7,14 @@ sbx_test_name=$(basename "$0")
 for a in "$@"; do case "$a" in /*) ;; *) sbx_test_name+=" $a" ;; esac; done
 unset a
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  # a guest triple fault's last exits (tests/nested, SBX_HARNESS_KVM_TRACE)
+  case "${log:-}" in
+    *"nested: level-1 KVM trace ("*) printf '%s\n' "$log" | awk '/^nested: level-1 KVM trace \(/ { p = 1; print; next } p && /^  \| / { print; next } { p = 0 }' >&2 ;;
+  esac
+  exit 1
+}
 pass() { echo "ok: $*"; }
 # skip REASON : this test cannot run here; exit 77 (meson counts it as
 # SKIP) with a one-line reason. Only for what the machine lacks, never for a
