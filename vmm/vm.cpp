@@ -123,6 +123,10 @@ VmExit Vm::run() {
 
 void Vm::stop_vcpus() {
     stopping_ = true;
+    // A vCPU may be inside a device reset waiting for its backend.
+    for (auto& device : virtio_devices_) {
+        device->stop_waiting();
+    }
     {
         // Parked vCPUs wait on this; taking the lock orders the wake-up after their check.
         std::lock_guard lock(run_state_mutex_);

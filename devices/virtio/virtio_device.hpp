@@ -89,6 +89,10 @@ public:
     // Back to the state before activation (§2.4): stop using guest memory,
     // drop backend registrations, keep the backend itself (disk, tap).
     virtual void reset() = 0;
+    // Any thread, without the device lock, once the VM stops for good: a
+    // wait for the backend inside reset() (on a vCPU thread) ends within a
+    // short slice, leaving what is still running to the backend's teardown.
+    virtual void stop_waiting() {}
 
     // Snapshots (the transport calls these with the device lock held, the
     // vCPUs paused and the device thread stopped).

@@ -23,6 +23,12 @@ static_assert(offsetof(blk::ConfigSpace, max_write_zeroes_sectors) == 48);
 static_assert(offsetof(blk::ConfigSpace, write_zeroes_may_unmap) == 56);
 static_assert(sizeof(blk::ConfigSpace) >= blk::kConfigSpaceBytes);
 
+// Waits for the backend are taken in slices, so a stop is seen soon.
+constexpr std::chrono::milliseconds kWaitSlice{50};
+// A device torn down with requests still running leaves them to the kernel
+// after this long.
+constexpr std::chrono::milliseconds kTeardownWait{2000};
+
 // The image's size in bytes: st_size for a file, the device size for a
 // block device.
 Result<std::uint64_t> image_bytes(int fd, const struct stat& st) {
@@ -95,8 +101,10 @@ Block::Block(std::string name, std::string serial, std::string path, UniqueFd fi
       ring_(std::move(ring)),
       read_only_(read_only) {}
 
+// The VM is gone or going: what the kernel still runs after a short wait
+// is left to the ring's teardown (closing it cancels the rest).
 Block::~Block() {
-    wait_for_in_flight();
+    cancel_in_flight(kTeardownWait, /*stoppable=*/false);
 }
 
 // DISCARD and WRITE_ZEROES are offered only where the file system can
@@ -404,11 +412,24 @@ Result<void> Block::reap_completions() {
     return result;
 }
 
-// Requests in flight write guest memory until they complete: outwait them
-// all, without answering (the driver is resetting the device).
-void Block::wait_for_in_flight() {
+// Requests in flight write guest memory until they end, and the driver
+// reuses those buffers as soon as its reset returns (Linux's virtio_mmio
+// does not wait for the status to read back 0, §4.2.2.2): cancelled
+// (queued ones end at once) and outwaited here, without answers.
+void Block::cancel_in_flight(std::optional<std::chrono::milliseconds> bound, bool stoppable) {
+    if (in_flight_ == 0) {
+        return;
+    }
+    if (auto r = ring_.cancel_all(); !r) {
+        log::warn("{}: {}", name(), r.error().to_string());
+    }
+    const auto start = std::chrono::steady_clock::now();
     while (in_flight_ > 0) {
-        if (auto r = ring_.submit_and_wait_one(); !r) {
+        if ((stoppable && stop_waiting_) || (bound && std::chrono::steady_clock::now() - start >= *bound)) {
+            log::warn("{}: {} requests still in flight, left to the kernel", name(), in_flight_);
+            return;
+        }
+        if (auto r = ring_.submit_and_wait_one(kWaitSlice); !r && r.error().code != "interrupted") {
             log::error("{}: {}; {} requests may still be in flight", name(), r.error().to_string(),
                        in_flight_);
             return;
@@ -418,7 +439,7 @@ void Block::wait_for_in_flight() {
 }
 
 void Block::reset() {
-    wait_for_in_flight();
+    cancel_in_flight(std::nullopt, /*stoppable=*/true);
     context_ = {};
     queue_ = nullptr;
     free_slots_.clear();
@@ -433,7 +454,7 @@ Result<void> Block::quiesce() {
     }
     Result<void> result;
     while (in_flight_ > 0) {
-        if (auto r = ring_.submit_and_wait_one(); !r) {
+        if (auto r = ring_.submit_and_wait_one(kWaitSlice); !r && r.error().code != "interrupted") {
             return r.error().context(fmt::format("{} requests still in flight", in_flight_));
         }
         if (auto r = reap_completions(); !r && result) {

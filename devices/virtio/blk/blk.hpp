@@ -5,6 +5,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -121,9 +123,11 @@ public:
 
     [[nodiscard]] Result<void> activate(const ActiveContext& context) override;
     [[nodiscard]] Result<void> process_queue(std::size_t index) override;
-    // Waits for every request in flight (they target guest memory), then
-    // forgets the queue; the image stays open.
+    // Cancels every request in flight and waits for them to end (they
+    // target guest memory), then forgets the queue; the image stays open.
+    // The wait ends early once stop_waiting() was called.
     void reset() override;
+    void stop_waiting() override { stop_waiting_ = true; }
 
     // Waits for every request in flight and answers it in the used ring.
     // Chains not popped yet (the device stalled on slots or submission
@@ -165,7 +169,10 @@ private:
     [[nodiscard]] Result<void> complete_now(std::uint16_t head, std::uint8_t* status, std::uint8_t value,
                                             std::uint32_t written);
     [[nodiscard]] Result<void> reap_completions();
-    void wait_for_in_flight();
+    // Cancels the requests in flight and waits for them to end, without
+    // answers, for at most `bound` (none: no limit); with `stoppable`, also
+    // only until stop_waiting() is called.
+    void cancel_in_flight(std::optional<std::chrono::milliseconds> bound, bool stoppable);
 
     static constexpr std::array<std::uint16_t, 1> kQueueSizes{kQueueSize};
 
@@ -192,6 +199,7 @@ private:
     bool stalled_ = false;    // stopped popping: no free slot or submission entry
     bool signal_pending_ = false;
     BlockCounters counters_;
+    std::atomic<bool> stop_waiting_{false};  // the VM is stopping: waits end
 };
 
 }  // namespace sbx::virtio

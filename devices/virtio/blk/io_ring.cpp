@@ -70,19 +70,48 @@ io_uring_sqe* IoRing::fallocate(std::uint64_t user_data, int mode, std::uint64_t
 }
 
 Result<void> IoRing::submit() {
-    int r = io_uring_submit(ring_.get());
-    if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
+    int r = 0;
+    do {
+        r = io_uring_submit(ring_.get());
+    } while (r == -EINTR);
+    if (r < 0 && r != -EAGAIN && r != -EBUSY) {
         return errno_error("io_uring submit", -r);
     }
     return ok();
 }
 
-Result<void> IoRing::submit_and_wait_one() {
-    int r = io_uring_submit_and_wait(ring_.get(), 1);
-    if (r < 0 && r != -EAGAIN && r != -EBUSY && r != -EINTR) {
+Result<void> IoRing::cancel_all() {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+    if (sqe == nullptr) {  // the submission ring is full: make room
+        if (auto r = submit(); !r) {
+            return r;
+        }
+        sqe = io_uring_get_sqe(ring_.get());
+    }
+    if (sqe == nullptr) {
+        return make_coded_error("busy", "io_uring: no submission slot for the cancel");
+    }
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, kInternal);
+    return submit();
+}
+
+Result<bool> IoRing::submit_and_wait_one(std::chrono::milliseconds timeout) {
+    __kernel_timespec ts{};
+    ts.tv_sec = timeout.count() / 1000;
+    ts.tv_nsec = (timeout.count() % 1000) * 1'000'000;
+    io_uring_cqe* cqe = nullptr;
+    int r = io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &ts, nullptr);
+    if (r == -ETIME) {
+        return false;
+    }
+    if (r == -EINTR) {
+        return make_coded_error("interrupted", "io_uring wait interrupted by a signal");
+    }
+    if (r < 0 && r != -EAGAIN && r != -EBUSY) {
         return errno_error("io_uring wait", -r);
     }
-    return ok();
+    return io_uring_cq_ready(ring_.get()) > 0;
 }
 
 }  // namespace sbx::virtio

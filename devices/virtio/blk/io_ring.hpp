@@ -6,6 +6,7 @@
 
 #include <liburing.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
@@ -43,18 +44,27 @@ public:
 
     // Entries prepared but not yet taken by the kernel.
     [[nodiscard]] unsigned unsubmitted() const { return io_uring_sq_ready(ring_.get()); }
-    // One io_uring_enter for everything prepared. The kernel refusing for
-    // now (EAGAIN, EBUSY, EINTR) is not an error: the entries stay in the
-    // ring for the next call.
+    // One io_uring_enter for everything prepared (again when a signal
+    // interrupts it). The kernel refusing for now (EAGAIN, EBUSY) is not an
+    // error: the entries stay in the ring for the next call.
     [[nodiscard]] Result<void> submit();
+    // Asks the kernel to cancel every request in flight
+    // (IORING_ASYNC_CANCEL_ANY, Linux 5.19): queued ones complete at once
+    // with -ECANCELED, one already running completes when it ends. The
+    // cancel's own completion is never passed to reap().
+    [[nodiscard]] Result<void> cancel_all();
 
     [[nodiscard]] unsigned completions_waiting() const { return io_uring_cq_ready(ring_.get()); }
     // Calls fn(user_data, res) for every completion waiting; returns how many.
     template <typename Fn>
     unsigned reap(Fn&& fn);
-    // Submits what is pending and blocks until at least one completion is
-    // waiting (for reset, which must outwait requests in flight).
-    [[nodiscard]] Result<void> submit_and_wait_one();
+    // Submits what is pending and waits until at least one completion is
+    // waiting (true) or `timeout` passes (false). A signal ends the wait
+    // early with the error code "interrupted".
+    [[nodiscard]] Result<bool> submit_and_wait_one(std::chrono::milliseconds timeout);
+
+    // user_data of the ring's own requests (cancel_all), skipped by reap().
+    static constexpr std::uint64_t kInternal = ~std::uint64_t{0};
 
 private:
     IoRing(std::unique_ptr<io_uring> ring, EventFd event)
@@ -71,12 +81,16 @@ unsigned IoRing::reap(Fn&& fn) {
     unsigned seen = 0;
     unsigned head = 0;
     io_uring_cqe* cqe = nullptr;
+    unsigned passed = 0;
     io_uring_for_each_cqe(ring_.get(), head, cqe) {
-        fn(io_uring_cqe_get_data64(cqe), cqe->res);
         ++seen;
+        if (io_uring_cqe_get_data64(cqe) != kInternal) {
+            fn(io_uring_cqe_get_data64(cqe), cqe->res);
+            ++passed;
+        }
     }
     io_uring_cq_advance(ring_.get(), seen);
-    return seen;
+    return passed;
 }
 
 }  // namespace sbx::virtio

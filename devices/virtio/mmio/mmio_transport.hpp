@@ -101,6 +101,9 @@ public:
     [[nodiscard]] std::uint32_t status() const;
     [[nodiscard]] std::uint32_t interrupt_status() const { return interrupt_status_.load(); }
     [[nodiscard]] const VirtioDevice& device() const { return *device_; }
+    // VirtioDevice::stop_waiting(), without the device lock (a vCPU may
+    // hold it, waiting inside a reset).
+    void stop_waiting() { device_->stop_waiting(); }
 
     [[nodiscard]] MmioTransportState save() const;
 
