@@ -5,7 +5,9 @@
 # the VMM exits the host reads them back from the image (debugfs, no root)
 # and checks the file system (e2fsck -n). A second, raw disk attached
 # read-only is /dev/vdb: readable, flagged read-only, a write fails, and the
-# image is unchanged afterwards.
+# image is unchanged afterwards. A third, scratch disk takes a heavy write
+# load at the end, when the host sends the VMM SIGTERM: sbx-vmm must exit 0
+# within a bound, and the images checked above must be as the guest left them.
 # Usage: virtio_blk.sh SOURCE_ROOT BUILD_ROOT sbx|qemu
 set -euo pipefail
 src=$1 build=$2 vmm=$3
@@ -31,8 +33,26 @@ echo "read-only-disk-content" >"$work/vdb.img"
 truncate -s 1M "$work/vdb.img"
 vdb_sum=$(sha256sum <"$work/vdb.img")
 
-virtio_run "$vmm" --disk "$work/vda.img" --disk "$work/vdb.img,ro"
-virtio_expect_clean_run "virtio-blk ($vmm)"
+# vdc: a sparse scratch disk that the guest loads with writes at the end.
+truncate -s 128M "$work/vdc.img"
+
+virtio_run "$vmm" --disk "$work/vda.img" --disk "$work/vdb.img,ro" --disk "$work/vdc.img" \
+  --sigterm-on "SBX-BLK-LOAD: running"
+expect_status 0 "virtio-blk ($vmm): the VMM exited 0 on SIGTERM"
+expect_contains "$log" "SBX-BLK-STEPS-FAILED: 0" "virtio-blk ($vmm): every guest-side step passed"
+expect_lacks "$log" "HOST-ERROR" "virtio-blk ($vmm): no host-side error"
+# Teardown is bounded: the vCPUs stop, each disk cancels its I/O in flight
+# and waits for the kernel at most 2 s. 5 s natively; 15 s allows for the
+# harness (the exit itself, not the guest, runs in level 1's TCG).
+exit_s=$(printf '%s\n' "$log" | sed -n 's/^HOST-SIGTERM-EXIT: \([0-9.]*\) s.*/\1/p' | head -n1)
+[ -n "$exit_s" ] || fail "virtio-blk ($vmm): no HOST-SIGTERM-EXIT line (the load never reported running)"
+echo "virtio-blk ($vmm): exited ${exit_s} s after SIGTERM under a heavy write load"
+printf '%s\n' "$log" | grep -m1 -o 'SBX-BLK-LOAD: .*' || true
+if [ "$vmm" = sbx ]; then
+  awk -v s="$exit_s" 'BEGIN { exit !(s <= 15) }' || fail "sbx-vmm took ${exit_s} s to exit after SIGTERM (bound 15 s)"
+  pass "sbx-vmm exits within 15 s of SIGTERM under a heavy write load (${exit_s} s)"
+  expect_contains "$log" "stopped by SIGTERM" "sbx-vmm names SIGTERM as the reason it stopped"
+fi
 expect_contains "$log" "SBX-BLK-READ: hello-from-the-host-disk" "the guest read the host's file from ext4 on /dev/vda"
 expect_contains "$log" "SBX-BLK-BIG-READ-SHA256: $big_sum" "the guest read 8 MiB intact"
 expect_contains "$log" "SBX-BLK-WRITE: done" "the guest wrote, synced and unmounted"

@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -515,6 +516,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds for the whole VM run")
     ap.add_argument("--silence", type=float, default=180,
                     help="seconds without console output after which the guest counts as stalled")
+    ap.add_argument("--sigterm-on", metavar="MARKER",
+                    help="send the VMM SIGTERM when a console line holds MARKER; prints "
+                         "HOST-SIGTERM-EXIT: how long it took to exit")
     args = ap.parse_args()
     if args.vmm == "sbx" and not args.sbx_vmm:
         ap.error("--vmm sbx needs --sbx-vmm PATH")
@@ -537,9 +541,19 @@ def main():
     except Exception as e:
         host("ERROR", f"host-side setup of {args.scenario}: {type(e).__name__}: {e}")
         return 125
+    sigterm_at = []
+    if args.sigterm_on:
+        def send_sigterm(_):
+            if not sigterm_at:
+                sigterm_at.append(time.monotonic())
+                host("SIGTERM", f"sent to {args.vmm} (pid {machine.proc.pid})")
+                machine.proc.send_signal(signal.SIGTERM)
+        machine.on(args.sigterm_on, send_sigterm)
     try:
         machine.start()
         status = machine.wait(args.timeout, args.silence)
+        if sigterm_at:
+            host("SIGTERM-EXIT", f"{time.monotonic() - sigterm_at[0]:.2f} s, status {status}")
         machine.join_handlers()
     finally:
         if cleanup:

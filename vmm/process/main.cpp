@@ -11,6 +11,7 @@
 #include "vmm/process/control_api.hpp"
 #include "vmm/process/control_request.hpp"
 #include "vmm/process/control_server.hpp"
+#include "vmm/process/stop_signals.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace {
@@ -141,13 +142,15 @@ void log_lazy_stats(const sbx::snapshot::LazyMemory& lazy) {
 
 int main(int argc, char** argv) {
     const auto start = sbx::Vm::Clock::now();
+    sbx::StopSignals stop_signals;  // before any thread exists
     // A console reader that goes away must not kill the VMM (the library
     // uses send(MSG_NOSIGNAL) for sockets; pipes need this).
     std::signal(SIGPIPE, SIG_IGN);
     CLI::App app{"sbx-vmm: boot a Linux microVM on KVM, or restore one from a snapshot.\n"
                  "Exit status: 0 when the guest reboots (reboot=k) or powers off or the VM is stopped\n"
-                 "through the control socket, 1 when the VM cannot be created (bad configuration or\n"
-                 "input, no usable KVM, a snapshot that cannot be restored), 2 on a guest triple\n"
+                 "through the control socket or by SIGTERM, SIGINT or SIGHUP (vCPUs first, then the\n"
+                 "devices and their I/O in flight), 1 when the VM cannot be created (bad configuration\n"
+                 "or input, no usable KVM, a snapshot that cannot be restored), 2 on a guest triple\n"
                  "fault, 3 on a KVM error, 4 on a VMM error."};
     app.set_version_flag("--version", "sbx-vmm 0.1.0");
 
@@ -237,7 +240,11 @@ int main(int argc, char** argv) {
         }
         server = std::move(*started);
     }
+    stop_signals.start([vm](int signo) {
+        vm->request_exit({sbx::ExitReason::Stopped, fmt::format("stopped by SIG{}", sigabbrev_np(signo))});
+    });
     sbx::VmExit exit = vm->run();
+    stop_signals.stop();
     server.reset();  // no request may reach a VM that has stopped
     if (restored.lazy) {
         log_lazy_stats(*restored.lazy);

@@ -2,7 +2,8 @@
 # Guest side of the virtio-blk test (/sbx-run; the same for every VMM).
 #   /dev/vda: ext4 made by the host, holding hello.txt and big.bin (a
 #             test stream the host wrote; its sha256 is reported);
-#   /dev/vdb: attached read-only, starting with a line of text.
+#   /dev/vdb: attached read-only, starting with a line of text;
+#   /dev/vdc (optional): a scratch disk for the load at the end.
 # Reports what it reads, writes from-guest.txt and from-guest.bin (the test
 # stream, WRITE_BYTES long, seed SEED+1) for the host to check in the image
 # after the VM exits, then checks that vdb refuses writes. One SBX-BLK-*
@@ -39,5 +40,24 @@ if timeout 60 dd if=/dev/zero of=/dev/vdb bs=4096 count=1 oflag=direct 2>/dev/nu
     bad "a write to the read-only /dev/vdb succeeded"
 else
     echo "SBX-BLK-VDB-WRITE: refused"
+fi
+
+# /dev/vdc: a scratch disk under a heavy load of direct writes and flushes,
+# reported as running only once all of it is going; the host then sends the
+# VMM SIGTERM, which must end it promptly (SBX-RUN-EXIT never comes).
+if [ -b /dev/vdc ]; then
+    sectors=$(cat /sys/block/vdc/size)
+    writers=8
+    part=$((sectors / 2048 / writers))  # MiB per writer
+    i=0
+    while [ "$i" -lt "$writers" ]; do
+        (while :; do dd if=/dev/zero of=/dev/vdc bs=1M count="$part" seek=$((i * part)) oflag=direct 2>/dev/null; done) &
+        i=$((i + 1))
+    done
+    (while :; do dd if=/dev/zero of=/dev/vdc bs=64k count=4 conv=fsync 2>/dev/null; done) &
+    sleep 3
+    echo "SBX-BLK-STEPS-FAILED: $failed"
+    echo "SBX-BLK-LOAD: running ($writers direct writers of $part MiB and a flushing one; in flight: $(cat /sys/block/vdc/inflight | tr -s " "))"
+    sleep 600
 fi
 exit "$failed"
