@@ -300,3 +300,27 @@ TEST_CASE("listen_unix makes a 0600 socket whatever the umask, and leaves nothin
     CHECK(entries(templ).empty());
     ::rmdir(templ);
 }
+
+#include "base/mac_address.hpp"
+
+TEST_CASE("MAC addresses: parse_mac, format_mac, random_local_mac") {
+    auto mac = sbx::parse_mac("52:54:00:AB:cd:Ef");
+    REQUIRE(mac.has_value());
+    CHECK(*mac == sbx::MacAddress{0x52, 0x54, 0x00, 0xab, 0xcd, 0xef});
+    CHECK(sbx::format_mac(*mac) == "52:54:00:ab:cd:ef");
+    for (const char* bad :
+         {"", "52:54:00:12:34", "52:54:00:12:34:56:78", "52-54-00-12-34-56", "52:54:00:12:34:5g",
+          "525400123456", " 52:54:00:12:34:56", "52:54:00:12:34:56 ", "5:254:00:12:34:56"}) {
+        CAPTURE(bad);
+        auto r = sbx::parse_mac(bad);
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.error().message.find("52:54:00:12:34:56") != std::string::npos);
+    }
+    auto multicast = sbx::parse_mac("01:00:5e:00:00:01");
+    REQUIRE_FALSE(multicast.has_value());
+    CHECK(multicast.error().message.find("multicast") != std::string::npos);
+    CHECK_FALSE(sbx::parse_mac("00:00:00:00:00:00").has_value());
+    auto random = sbx::random_local_mac();
+    REQUIRE(random.has_value());
+    CHECK(sbx::parse_mac(sbx::format_mac(*random)).has_value());
+}

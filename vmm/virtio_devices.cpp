@@ -24,7 +24,7 @@ Result<std::vector<std::unique_ptr<virtio::VirtioDevice>>> open_virtio_devices(c
     if (config.net) {
         virtio::NetConfig net{config.net->tap, std::nullopt};
         if (!config.net->mac.empty()) {
-            auto mac = virtio::parse_mac(config.net->mac);
+            auto mac = parse_mac(config.net->mac);
             if (!mac) {
                 return mac.error().context("net");
             }

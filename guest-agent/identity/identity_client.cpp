@@ -73,9 +73,9 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
     if (request.mac) {
         auto mac = parse_mac(*request.mac);
         if (!mac) {
-            return mac.error();
+            return mac.error().context("\"mac\"");
         }
-        fields["mac"] = mac->to_string();
+        fields["mac"] = format_mac(*mac);
     }
     if (request.token) {
         auto token = check_token(*request.token);

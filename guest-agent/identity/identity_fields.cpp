@@ -18,38 +18,6 @@ int hex_value(char c) {
 
 }  // namespace
 
-std::string MacAddress::to_string() const {
-    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", bytes[0], bytes[1], bytes[2], bytes[3],
-                       bytes[4], bytes[5]);
-}
-
-Result<MacAddress> parse_mac(std::string_view text) {
-    constexpr std::size_t kLength = 17;  // 6 × 2 digits + 5 colons
-    auto refuse = [&](std::string_view why) {
-        return make_error("\"mac\" must be six hex octets like \"52:54:00:12:34:56\" ({})", why);
-    };
-    if (text.size() != kLength) {
-        return refuse("wrong length");
-    }
-    MacAddress mac;
-    for (std::size_t i = 0; i < mac.bytes.size(); ++i) {
-        const std::size_t at = i * 3;
-        int high = hex_value(text[at]);
-        int low = hex_value(text[at + 1]);
-        if (high < 0 || low < 0 || (i + 1 < mac.bytes.size() && text[at + 2] != ':')) {
-            return refuse("not hex octets separated by ':'");
-        }
-        mac.bytes[i] = static_cast<std::uint8_t>(high << 4 | low);
-    }
-    if ((mac.bytes[0] & 1) != 0) {
-        return refuse("a multicast address cannot be an interface's address");
-    }
-    if (mac == MacAddress{}) {
-        return refuse("all zeros");
-    }
-    return mac;
-}
-
 Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text) {
     if (text.size() % 2 != 0) {
         return make_error("\"seed\" must be hex digits, two per byte (odd length {})", text.size());

@@ -1,7 +1,7 @@
 // The values of the identity op (docs/agent-protocol.md, "identity") as
-// both ends spell them: an Ethernet address "aa:bb:cc:dd:ee:ff", the RNG
-// seed and the new token as hex. They come from the other side and are
-// checked here.
+// both ends spell them: an Ethernet address "aa:bb:cc:dd:ee:ff"
+// (base/mac_address.hpp), the RNG seed and the new token as hex. They come
+// from the other side and are checked here.
 #pragma once
 
 #include <array>
@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/mac_address.hpp"
 #include "base/result.hpp"
 
 namespace sbx::agent {
@@ -21,17 +22,6 @@ inline constexpr std::size_t kMaxSeedBytes = 512;
 // (docs/agent-protocol.md, "The per-boot token").
 inline constexpr std::size_t kMinTokenDigits = 32;
 inline constexpr std::size_t kMaxTokenDigits = 128;
-
-struct MacAddress {
-    std::array<std::uint8_t, 6> bytes{};
-    [[nodiscard]] std::string to_string() const;  // lower-case "aa:bb:cc:dd:ee:ff"
-    bool operator==(const MacAddress&) const = default;
-};
-
-// Six two-digit hex octets separated by ':'. Refused: a multicast address
-// (low bit of the first octet) and all zeros, which the kernel refuses too
-// (is_valid_ether_addr, EADDRNOTAVAIL).
-[[nodiscard]] Result<MacAddress> parse_mac(std::string_view text);
 
 // An even number of hex digits (either case) for kMinSeedBytes to kMaxSeedBytes bytes.
 [[nodiscard]] Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text);

@@ -113,7 +113,7 @@ public:
             return make_error("{} is not an Ethernet interface (type {})", ifname, ifr->ifr_hwaddr.sa_family);
         }
         MacAddress mac;
-        std::memcpy(mac.bytes.data(), ifr->ifr_hwaddr.sa_data, mac.bytes.size());
+        std::memcpy(mac.data(), ifr->ifr_hwaddr.sa_data, mac.size());
         return mac;
     }
 
@@ -124,7 +124,7 @@ public:
         }
         // dev_set_mac_address wants sa_family == dev->type (EINVAL otherwise).
         ifr->ifr_hwaddr.sa_family = ARPHRD_ETHER;
-        std::memcpy(ifr->ifr_hwaddr.sa_data, mac.bytes.data(), mac.bytes.size());
+        std::memcpy(ifr->ifr_hwaddr.sa_data, mac.data(), mac.size());
         return interface_ioctl(SIOCSIFHWADDR, *ifr, "setting the address (SIOCSIFHWADDR)");
     }
 

@@ -47,7 +47,7 @@ Result<IdentityFields> parse_fields(const Json& request) {
         }
         auto mac = parse_mac(it->get_ref<const std::string&>());
         if (!mac) {
-            return mac.error();
+            return mac.error().context("\"mac\"");
         }
         fields.mac = *mac;
     }
@@ -109,12 +109,12 @@ Result<void> identity(Session& session, const Json& request) {
                 error_message(code::kNoNetDevice,
                               "no virtio-net interface (no /sys/class/net/*/device/driver is "
                               "virtio_net) to give the address " +
-                                  fields->mac->to_string()));
+                                  format_mac(*fields->mac)));
         }
         auto changed = change_hw_address(kernel, *ifname, *fields->mac);
         if (!changed) {
             return changed.error().context(
-                fmt::format("setting {} on {}", fields->mac->to_string(), *ifname));
+                fmt::format("setting {} on {}", format_mac(*fields->mac), *ifname));
         }
         link_restarted = *changed;
     }
@@ -129,7 +129,7 @@ Result<void> identity(Session& session, const Json& request) {
     Json mac = nullptr;
     if (ifname) {
         if (auto current = kernel.hw_address(*ifname)) {
-            mac = current->to_string();
+            mac = format_mac(*current);
         }
     }
     return session.stream().write_message(Json{{"type", "result"},

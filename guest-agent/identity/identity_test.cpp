@@ -114,9 +114,9 @@ TEST_CASE("malformed fields are bad_request and nothing is applied") {
     check_refused(client, Json{{"seed", hex_seed(32) + "a"}}, "odd length");
     check_refused(client, Json{{"seed", "zz" + hex_seed(32).substr(2)}}, "bad character at 0");
     check_refused(client, Json{{"seed", 12}}, "\"seed\" must be a string");
-    check_refused(client, Json{{"mac", "52:54:00:12:34"}}, "wrong length");
-    check_refused(client, Json{{"mac", "52-54-00-12-34-56"}}, "separated by ':'");
-    check_refused(client, Json{{"mac", "52:54:00:12:34:5g"}}, "separated by ':'");
+    check_refused(client, Json{{"mac", "52:54:00:12:34"}}, "is not six colon-separated hex octets");
+    check_refused(client, Json{{"mac", "52-54-00-12-34-56"}}, "is not six colon-separated hex octets");
+    check_refused(client, Json{{"mac", "52:54:00:12:34:5g"}}, "is not six colon-separated hex octets");
     check_refused(client, Json{{"mac", "01:00:5e:00:00:01"}}, "multicast");
     check_refused(client, Json{{"mac", "00:00:00:00:00:00"}}, "all zeros");
     check_refused(client, Json{{"mac", true}}, "\"mac\" must be a string");
@@ -249,7 +249,7 @@ TEST_CASE("hostile identity replies are refused") {
 TEST_CASE("MAC addresses parse and print lower-case") {
     auto mac = parse_mac("02:AB:cd:00:ff:10");
     REQUIRE(mac.has_value());
-    CHECK(mac->to_string() == "02:ab:cd:00:ff:10");
+    CHECK(format_mac(*mac) == "02:ab:cd:00:ff:10");
     CHECK_FALSE(parse_mac("02:ab:cd:00:ff:10:"));
     CHECK_FALSE(parse_mac("02:ab:cd:00:ff:1"));
     CHECK_FALSE(parse_mac("02:ab:cd:00:ff:+1"));

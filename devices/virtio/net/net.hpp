@@ -26,7 +26,7 @@
 
 #include "base/event_fd.hpp"
 #include "base/unique_fd.hpp"
-#include "devices/virtio/net/mac.hpp"
+#include "base/mac_address.hpp"
 #include "devices/virtio/net/tap.hpp"
 #include "devices/virtio/virtio_device.hpp"
 

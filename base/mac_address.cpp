@@ -1,10 +1,10 @@
-#include "devices/virtio/net/mac.hpp"
+#include "base/mac_address.hpp"
 
 #include <sys/random.h>
 
 #include <cerrno>
 
-namespace sbx::virtio {
+namespace sbx {
 namespace {
 
 int hex_value(char c) {
@@ -73,4 +73,4 @@ Result<MacAddress> random_local_mac() {
     return mac;
 }
 
-}  // namespace sbx::virtio
+}  // namespace sbx

@@ -1,5 +1,6 @@
-// Ethernet MAC addresses for virtio-net's configuration space (virtio 1.2
-// §5.1.4): the textual form users type, and a random one when they type none.
+// Ethernet MAC addresses (IEEE 802): the textual form users type, and a
+// random one when they type none. One type for virtio-net's configuration
+// space (virtio 1.2 §5.1.4), the VMM's flags and the guest agent's identity op.
 #pragma once
 
 #include <array>
@@ -9,7 +10,7 @@
 
 #include "base/result.hpp"
 
-namespace sbx::virtio {
+namespace sbx {
 
 using MacAddress = std::array<std::uint8_t, 6>;
 
@@ -23,4 +24,4 @@ std::string format_mac(const MacAddress& mac);
 // first octet) set, so it cannot clash with a vendor-assigned one.
 Result<MacAddress> random_local_mac();
 
-}  // namespace sbx::virtio
+}  // namespace sbx
