@@ -68,14 +68,25 @@ VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned th
     };
 }
 
-VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader) {
+VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std::string& path,
+                                         std::vector<TruncationGuard>& guards) {
     return {
-        [&reader](const MemoryRegionSpec& spec, std::size_t index) -> Result<MmapRegion> {
+        [&reader, &path, &guards](const MemoryRegionSpec& spec, std::size_t index) -> Result<MmapRegion> {
             auto offset = reader.raw_region_offset(index);
             if (!offset) {
                 return offset.error();
             }
-            return MmapRegion::private_copy(reader.fd(), spec.size, static_cast<off_t>(*offset));
+            auto mapped = MmapRegion::private_copy(reader.fd(), spec.size, static_cast<off_t>(*offset));
+            if (!mapped) {
+                return mapped.error();
+            }
+            // Before anything reads it: the builder restores queues from it.
+            auto guard = TruncationGuard::install(mapped->data(), mapped->size(), path);
+            if (!guard) {
+                return guard.error();
+            }
+            guards.push_back(std::move(*guard));
+            return mapped;
         },
         {},
     };
@@ -159,7 +170,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
     switch (options.mode) {
         case RestoreMode::Eager: memory = eager_memory(*reader, options.threads, restored.memory_seconds); break;
         case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy); break;
-        case RestoreMode::Private: memory = private_memory(*reader); break;
+        case RestoreMode::Private: memory = private_memory(*reader, path, restored.guards); break;
     }
     auto vm = VmBuilder(config, options.start).restore(*machine, memory);
     if (!vm) {

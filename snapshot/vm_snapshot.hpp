@@ -6,10 +6,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "snapshot/format/reader.hpp"
 #include "snapshot/format/writer.hpp"
 #include "snapshot/lazy_memory.hpp"
+#include "snapshot/truncation_guard.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace sbx::snapshot {
@@ -46,6 +48,8 @@ struct RestoreOptions {
 // reset) it only after vm->run() has returned.
 struct RestoredVm {
     std::unique_ptr<SnapshotReader> reader;
+    // Private mode: the file's mappings, guarded until the VM is gone.
+    std::vector<TruncationGuard> guards;
     std::unique_ptr<Vm> vm;
     std::unique_ptr<LazyMemory> lazy;  // Lazy mode: serves faults while the VM runs
     VmConfig config;  // as restored, after `adjust`
