@@ -74,6 +74,15 @@ Result<std::unique_ptr<LazyMemory>> LazyMemory::start(const SnapshotReader& read
         regions.push_back({region.start.value, region.mapping.data(), region.size()});
     }
     std::unique_ptr<LazyMemory> lazy(new LazyMemory(reader, std::move(regions), std::move(*uffd), std::move(*stop)));
+    for (const auto& region : lazy->regions_) {
+        auto guard = MappingGuard::install(MappingGuard::Fault::Segv, region.host, region.size,
+                                           "sbx-vmm: error: exit: vmm-error: lazy restore: guest memory that "
+                                           "failed to load from the snapshot was touched");
+        if (!guard) {
+            return guard.error();
+        }
+        lazy->guards_.push_back(std::move(*guard));
+    }
     lazy->fault_thread_ = std::thread([p = lazy.get()] { p->serve_faults(); });
     lazy->loader_thread_ = std::thread([p = lazy.get()] { p->load_all(); });
     return lazy;
@@ -123,6 +132,10 @@ void LazyMemory::record_error(const Error& error) {
         return;
     }
     error_ = error.context("lazy restore");
+    // Before any chunk becomes PROT_NONE: a thread touching one says why.
+    for (auto& guard : guards_) {
+        guard.set_message(fmt::format("sbx-vmm: error: exit: vmm-error: {}", error_->to_string()));
+    }
     if (error_handler_) {
         error_handler_(*error_);
     }

@@ -19,6 +19,7 @@
 #include "base/event_fd.hpp"
 #include "base/unique_fd.hpp"
 #include "snapshot/format/reader.hpp"
+#include "snapshot/mapping_guard.hpp"
 #include "vmm/memory/guest_memory.hpp"
 
 namespace sbx::snapshot {
@@ -45,7 +46,9 @@ public:
     // that fails its checksum, say): the guest cannot continue after one,
     // so the embedder stops the VM. Called at once if one already happened.
     // The failed chunk's pages are PROT_NONE from then on: a vCPU touching
-    // them gets -EFAULT from KVM_RUN, never other bytes.
+    // them gets -EFAULT from KVM_RUN, never other bytes, and any other
+    // thread touching them ends the process with this error and status 4
+    // (MappingGuard).
     void on_error(std::function<void(const Error&)> handler);
 
 private:
@@ -81,6 +84,7 @@ private:
     mutable std::mutex error_mutex_;
     std::optional<Error> error_;
     std::function<void(const Error&)> error_handler_;
+    std::vector<MappingGuard> guards_;  // one per region: SIGSEGV on a failed chunk
     std::thread fault_thread_;
     std::thread loader_thread_;
 };

@@ -2,6 +2,7 @@
 // the loader fills it, many restores in a row, and a chunk that fails its
 // checksum. Exits 77 (SKIP) where userfaultfd is not available.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -247,4 +248,29 @@ TEST_CASE("a chunk that fails its checksum is one error, and reading it fails in
     auto other = memory->slice(GuestAddress(first.guest_start), kPage);
     REQUIRE(other);
     CHECK(std::memcmp(other->data(), first.host.data(), kPage) == 0);
+    // A thread of the VMM's own (a device's) touching the failed chunk: not
+    // a SIGSEGV death but the error and status 4 (MappingGuard), shown in a
+    // child, which inherits the mapping, its PROT_NONE and the guard.
+    int err_pipe[2];
+    REQUIRE(::pipe2(err_pipe, O_CLOEXEC) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::dup2(err_pipe[1], STDERR_FILENO);
+        volatile std::uint8_t touched = slice->data()[0];
+        (void)touched;
+        ::_exit(92);
+    }
+    ::close(err_pipe[1]);
+    std::string said;
+    char buf[512];
+    for (ssize_t got; (got = ::read(err_pipe[0], buf, sizeof buf)) > 0;) {
+        said.append(buf, static_cast<std::size_t>(got));
+    }
+    ::close(err_pipe[0]);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == MappingGuard::kExitStatus);
+    CHECK(said.find("checksum_mismatch") != std::string::npos);
 }

@@ -69,7 +69,7 @@ VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned th
 }
 
 VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std::string& path,
-                                         std::vector<TruncationGuard>& guards) {
+                                         std::vector<MappingGuard>& guards) {
     return {
         [&reader, &path, &guards](const MemoryRegionSpec& spec, std::size_t index) -> Result<MmapRegion> {
             auto offset = reader.raw_region_offset(index);
@@ -81,7 +81,11 @@ VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std
                 return mapped.error();
             }
             // Before anything reads it: the builder restores queues from it.
-            auto guard = TruncationGuard::install(mapped->data(), mapped->size(), path);
+            auto guard = MappingGuard::install(
+                MappingGuard::Fault::Bus, mapped->data(), mapped->size(),
+                fmt::format("sbx-vmm: error: exit: vmm-error: the snapshot file {} shrank under the running VM "
+                            "(SIGBUS reading guest memory mapped from it)",
+                            path));
             if (!guard) {
                 return guard.error();
             }

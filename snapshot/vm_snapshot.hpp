@@ -11,7 +11,7 @@
 #include "snapshot/format/reader.hpp"
 #include "snapshot/format/writer.hpp"
 #include "snapshot/lazy_memory.hpp"
-#include "snapshot/truncation_guard.hpp"
+#include "snapshot/mapping_guard.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace sbx::snapshot {
@@ -49,7 +49,7 @@ struct RestoreOptions {
 struct RestoredVm {
     std::unique_ptr<SnapshotReader> reader;
     // Private mode: the file's mappings, guarded until the VM is gone.
-    std::vector<TruncationGuard> guards;
+    std::vector<MappingGuard> guards;
     std::unique_ptr<Vm> vm;
     std::unique_ptr<LazyMemory> lazy;  // Lazy mode: serves faults while the VM runs
     VmConfig config;  // as restored, after `adjust`

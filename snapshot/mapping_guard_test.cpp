@@ -1,8 +1,8 @@
-// TruncationGuard on a real MAP_PRIVATE mapping of a file that another
+// MappingGuard on a real MAP_PRIVATE mapping of a file that another
 // hand truncates: in a child process, touching a page past the new end
 // ends the child with status 4 and one line naming the file; without a
 // guard (or outside the guarded range) SIGBUS stays fatal as before.
-#include "snapshot/truncation_guard.hpp"
+#include "snapshot/mapping_guard.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@ struct MappedFile {
     std::uint8_t* map = nullptr;
     std::size_t size = 0;
     MappedFile() {
-        char name[] = "/tmp/sbx-truncation-XXXXXX";
+        char name[] = "/tmp/sbx-mapping-guard-XXXXXX";
         fd = ::mkstemp(name);
         REQUIRE(fd >= 0);
         path = name;
@@ -74,7 +74,7 @@ std::pair<int, std::string> in_child(Fn&& fn) {
 TEST_CASE("a guarded mapping whose file shrank: one line and status 4, not a SIGBUS death") {
     MappedFile file;
     auto [status, err] = in_child([&] {
-        auto guard = TruncationGuard::install(file.map, file.size, file.path);
+        auto guard = MappingGuard::install(MappingGuard::Fault::Bus, file.map, file.size, "guarded: " + file.path);
         if (!guard) {
             ::_exit(90);
         }
@@ -88,9 +88,9 @@ TEST_CASE("a guarded mapping whose file shrank: one line and status 4, not a SIG
         ::_exit(92);
     });
     REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == TruncationGuard::kExitStatus);
+    CHECK(WEXITSTATUS(status) == MappingGuard::kExitStatus);
     CHECK(err.find(file.path) != std::string::npos);
-    CHECK(err.find("shrank under the running VM") != std::string::npos);
+    CHECK(err.find("guarded: ") == 0);
 }
 
 TEST_CASE("outside a guard, or after it is gone, SIGBUS keeps its default action") {
@@ -98,7 +98,7 @@ TEST_CASE("outside a guard, or after it is gone, SIGBUS keeps its default action
     auto [status, err] = in_child([&] {
         ::signal(SIGBUS, SIG_DFL);  // the action before the guard (a sanitizer may have its own)
         {
-            auto guard = TruncationGuard::install(file.map, file.size, file.path);
+            auto guard = MappingGuard::install(MappingGuard::Fault::Bus, file.map, file.size, "guarded: " + file.path);
             if (!guard) {
                 ::_exit(90);
             }
@@ -118,21 +118,41 @@ TEST_CASE("outside a guard, or after it is gone, SIGBUS keeps its default action
 TEST_CASE("guards are a bounded table") {
     MappedFile file;
     auto [status, err] = in_child([&] {  // the handler stays out of this process
-        std::vector<TruncationGuard> guards;
-        for (std::size_t i = 0; i < TruncationGuard::kMaxGuards; ++i) {
-            auto g = TruncationGuard::install(file.map, file.size, file.path);
+        std::vector<MappingGuard> guards;
+        for (std::size_t i = 0; i < MappingGuard::kMaxGuards; ++i) {
+            auto g = MappingGuard::install(MappingGuard::Fault::Bus, file.map, file.size, "guarded: " + file.path);
             if (!g) {
                 ::_exit(90);
             }
             guards.push_back(std::move(*g));
         }
-        auto refused = TruncationGuard::install(file.map, file.size, file.path);
+        auto refused = MappingGuard::install(MappingGuard::Fault::Bus, file.map, file.size, "guarded: " + file.path);
         if (refused || refused.error().code != "limit") {
             ::_exit(91);
         }
         guards.pop_back();
-        ::_exit(TruncationGuard::install(file.map, file.size, file.path) ? 0 : 92);
+        ::_exit(MappingGuard::install(MappingGuard::Fault::Bus, file.map, file.size, "guarded: " + file.path) ? 0 : 92);
     });
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a PROT_NONE page under a Segv guard: its latest message and status 4") {
+    MappedFile file;
+    auto [status, err] = in_child([&] {
+        auto guard = MappingGuard::install(MappingGuard::Fault::Segv, file.map, file.size, "first message");
+        if (!guard) {
+            ::_exit(90);
+        }
+        guard->set_message("lazy restore: chunk 3 failed its checksum");
+        if (::mprotect(file.map, file.size, PROT_NONE) != 0) {
+            ::_exit(91);
+        }
+        volatile std::uint8_t touched = file.map[1];
+        (void)touched;
+        ::_exit(92);
+    });
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == MappingGuard::kExitStatus);
+    CHECK(err == "lazy restore: chunk 3 failed its checksum\n");
 }
