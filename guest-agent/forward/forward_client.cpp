@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/unix_socket.hpp"
 #include "base/event_fd.hpp"
 #include "base/log.hpp"
 #include "guest-agent/forward/connection_threads.hpp"
@@ -26,24 +27,6 @@ constexpr std::chrono::seconds kAgentConnectTimeout{30};
 void reset_connection(UniqueFd connection) {
     linger abort{1, 0};
     ::setsockopt(connection.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
-}
-
-Result<UniqueFd> listen_unix_path(const std::string& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) {
-        return make_error("socket path {} is too long", path);
-    }
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) {
-        return sys_error("unix socket");
-    }
-    ::unlink(path.c_str());  // a stale socket from an earlier forward
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || ::listen(fd.get(), 128) < 0) {
-        return sys_error("listening on {}", path);
-    }
-    return fd;
 }
 
 }  // namespace
@@ -214,7 +197,7 @@ Result<ReverseForwarder> ReverseForwarder::start(AgentEndpoint endpoint, std::st
     state->target = std::move(*target);
     // Listening before the guest does, so its first connection finds us.
     state->path = fmt::format("{}_{}", endpoint.uds_path, vsock_port);
-    auto listener = listen_unix_path(state->path);
+    auto listener = listen_unix(state->path);  // mode 0600 from the start (base/unix_socket)
     if (!listener) {
         return listener.error();
     }
