@@ -1,4 +1,5 @@
 #include "snapshot/format/io_queue.hpp"
+#include "snapshot/format/types.hpp"
 
 #include <unistd.h>
 
@@ -56,7 +57,7 @@ Result<void> IoQueue::read(std::uint64_t tag, void* data, std::size_t size, std:
 
 Result<void> IoQueue::start(Op op) {
     if (free_.empty()) {
-        return make_error("io: transfer queue is full");
+        return format_error("io", "transfer queue is full");
     }
     if (op.size == 0) {
         sync_done_.push_back(op.tag);
@@ -72,11 +73,11 @@ Result<void> IoQueue::start(Op op) {
             }
             if (n < 0) {
                 return sys_error("io: {} of {} bytes at offset {}", op.write ? "write" : "read", op.size,
-                                 off);
+                                 off).with_code("io");
             }
             if (n == 0) {
-                return op.write ? make_error("io: write at offset {} made no progress", off)
-                                : make_error("truncated: read past the end of the file at offset {}", off);
+                return op.write ? format_error("io", "write at offset {} made no progress", off)
+                                : format_error("truncated", "read past the end of the file at offset {}", off);
             }
             op.done += static_cast<std::size_t>(n);
         }
@@ -94,7 +95,7 @@ Result<void> IoQueue::submit(unsigned slot) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (sqe == nullptr) {  // cannot happen: the ring has a slot per operation and submits each at once
         free_.push_back(slot);
-        return make_error("io: io_uring submission ring is full");
+        return format_error("io", "io_uring submission ring is full");
     }
     auto remaining = static_cast<unsigned>(op.size - op.done);
     if (op.write) {
@@ -110,7 +111,7 @@ Result<void> IoQueue::submit(unsigned slot) {
         }
         if (r != -EINTR && r != -EAGAIN && r != -EBUSY) {
             // The entry stays queued and goes out with the next submit; report the failure.
-            return errno_error("io: io_uring submit", -r);
+            return errno_error("io: io_uring submit", -r).with_code("io");
         }
     }
 }
@@ -120,11 +121,11 @@ Result<void> IoQueue::finish(unsigned slot, int res, std::vector<std::uint64_t>&
     if (res <= 0) {
         free_.push_back(slot);
         if (res < 0) {
-            return errno_error(op.write ? "io: write" : "io: read", -res);
+            return errno_error(op.write ? "io: write" : "io: read", -res).with_code("io");
         }
         return op.write
-                   ? make_error("io: write at offset {} made no progress", op.offset + op.done)
-                   : make_error("truncated: read past the end of the file at offset {}", op.offset + op.done);
+                   ? format_error("io", "write at offset {} made no progress", op.offset + op.done)
+                   : format_error("truncated", "read past the end of the file at offset {}", op.offset + op.done);
     }
     op.done += static_cast<std::size_t>(res);
     if (op.done < op.size) {
@@ -146,7 +147,7 @@ Result<void> IoQueue::wait(const std::function<void(std::uint64_t)>& done) {
             r = io_uring_wait_cqe(ring_.get(), &cqe);
         } while (r == -EINTR);
         if (r < 0) {
-            return errno_error("io: io_uring wait", -r);
+            return errno_error("io: io_uring wait", -r).with_code("io");
         }
         while (cqe != nullptr) {
             auto slot = static_cast<unsigned>(io_uring_cqe_get_data64(cqe));

@@ -63,7 +63,7 @@ Result<void> check_no_overlap(std::vector<Extent>& extents) {
             continue;
         }
         if (e.offset < end) {
-            return make_error("corrupt: file ranges overlap at offset {}", e.offset);
+            return format_error("corrupt", "file ranges overlap at offset {}", e.offset);
         }
         end = e.offset + e.length;
     }
@@ -75,10 +75,10 @@ Result<void> check_sections(const Trailer& t, const Header& h, std::vector<Exten
     names.reserve(t.sections.size());
     for (const auto& s : t.sections) {
         if (s.name.empty()) {
-            return make_error("corrupt: a section has an empty name");
+            return format_error("corrupt", "a section has an empty name");
         }
         if (s.bytes > kMaxSectionBytes || !inside(s.offset, s.bytes, kDataStart, h.trailer_offset)) {
-            return make_error("corrupt: section {} ({} bytes at {}) lies outside the data area", s.name,
+            return format_error("corrupt", "section {} ({} bytes at {}) lies outside the data area", s.name,
                               s.bytes, s.offset);
         }
         extents.push_back({s.offset, s.bytes});
@@ -86,7 +86,7 @@ Result<void> check_sections(const Trailer& t, const Header& h, std::vector<Exten
     }
     std::sort(names.begin(), names.end());
     if (auto dup = std::adjacent_find(names.begin(), names.end()); dup != names.end()) {
-        return make_error("corrupt: section {} appears twice", *dup);
+        return format_error("corrupt", "section {} appears twice", *dup);
     }
     return ok();
 }
@@ -97,24 +97,24 @@ Result<void> check_regions(const Trailer& t, const Header& h, std::vector<Extent
         const auto& r = t.regions[i];
         if (r.length == 0 || r.guest_start % kPageSize != 0 || r.length % kPageSize != 0 ||
             r.length > UINT64_MAX - r.guest_start) {
-            return make_error("corrupt: memory region {} ({:#x}+{:#x}) is empty, unaligned or wraps", i,
+            return format_error("corrupt", "memory region {} ({:#x}+{:#x}) is empty, unaligned or wraps", i,
                               r.guest_start, r.length);
         }
         if (i > 0 && r.guest_start < prev_end) {
-            return make_error("corrupt: memory region {} at {:#x} overlaps or precedes the one before", i,
+            return format_error("corrupt", "memory region {} at {:#x} overlaps or precedes the one before", i,
                               r.guest_start);
         }
         prev_end = r.guest_start + r.length;
         if (h.info.mode == MemoryMode::Raw) {
             if (r.file_offset % kPageSize != 0 ||
                 !inside(r.file_offset, r.length, kDataStart, h.trailer_offset)) {
-                return make_error(
-                    "corrupt: raw memory region {} at file offset {} is unaligned or outside the file", i,
+                return format_error("corrupt",
+                    "raw memory region {} at file offset {} is unaligned or outside the file", i,
                     r.file_offset);
             }
             extents.push_back({r.file_offset, r.length});
         } else if (r.file_offset != 0) {
-            return make_error("corrupt: memory region {} has a file offset in compressed mode", i);
+            return format_error("corrupt", "memory region {} has a file offset in compressed mode", i);
         }
     }
     return ok();
@@ -126,42 +126,42 @@ Result<void> check_chunk(const ChunkEntry& c, const RegionEntry& r, std::uint64_
     const std::uint64_t left = r.guest_start + r.length - cursor;
     const std::uint64_t rel = cursor - r.guest_start;
     if (c.guest_start != cursor || rel % chunk != 0 || c.length == 0 || c.length > left) {
-        return make_error(
-            "corrupt: memory index entry at {:#x} (+{:#x}) does not continue the region at {:#x}",
+        return format_error("corrupt",
+            "memory index entry at {:#x} (+{:#x}) does not continue the region at {:#x}",
             c.guest_start, c.length, cursor);
     }
     if (c.kind == ChunkKind::Zero) {
         if (c.length > kMaxZeroRun || (c.length % chunk != 0 && c.length != left) || c.file_offset != 0 ||
             c.stored_bytes != 0) {
-            return make_error("corrupt: zero range at {:#x} has a bad length or stored data", cursor);
+            return format_error("corrupt", "zero range at {:#x} has a bad length or stored data", cursor);
         }
         return ok();
     }
     if (c.length != std::min(chunk, left)) {
-        return make_error("corrupt: chunk at {:#x} is {} bytes, not the chunk size", cursor, c.length);
+        return format_error("corrupt", "chunk at {:#x} is {} bytes, not the chunk size", cursor, c.length);
     }
     if (c.kind == ChunkKind::Plain) {
         if (c.stored_bytes != c.length) {
-            return make_error("corrupt: uncompressed chunk at {:#x} stores {} of {} bytes", cursor,
+            return format_error("corrupt", "uncompressed chunk at {:#x} stores {} of {} bytes", cursor,
                               c.stored_bytes, c.length);
         }
         if (h.info.mode == MemoryMode::Raw) {
             if (c.file_offset != r.file_offset + rel) {
-                return make_error("corrupt: raw chunk at {:#x} is not at its region's file offset", cursor);
+                return format_error("corrupt", "raw chunk at {:#x} is not at its region's file offset", cursor);
             }
             return ok();  // inside the region's extent
         }
     } else if (c.kind == ChunkKind::Zstd) {
         if (h.info.mode != MemoryMode::Compressed || c.stored_bytes == 0 || c.stored_bytes >= c.length) {
-            return make_error("corrupt: compressed chunk at {:#x} has a bad stored size {}", cursor,
+            return format_error("corrupt", "compressed chunk at {:#x} has a bad stored size {}", cursor,
                               c.stored_bytes);
         }
     } else {
-        return make_error("corrupt: memory index entry at {:#x} has unknown kind {}", cursor,
+        return format_error("corrupt", "memory index entry at {:#x} has unknown kind {}", cursor,
                           static_cast<unsigned>(c.kind));
     }
     if (!inside(c.file_offset, c.stored_bytes, kDataStart, h.trailer_offset)) {
-        return make_error("corrupt: chunk at {:#x} ({} bytes at {}) lies outside the data area", cursor,
+        return format_error("corrupt", "chunk at {:#x} ({} bytes at {}) lies outside the data area", cursor,
                           c.stored_bytes, c.file_offset);
     }
     extents.push_back({c.file_offset, c.stored_bytes});
@@ -174,7 +174,7 @@ Result<void> check_chunks(const Trailer& t, const Header& h, std::vector<Extent>
         const std::uint64_t end = r.guest_start + r.length;
         for (std::uint64_t cursor = r.guest_start; cursor < end;) {
             if (next == t.chunks.size()) {
-                return make_error("corrupt: the memory index ends inside the region at {:#x}", r.guest_start);
+                return format_error("corrupt", "the memory index ends inside the region at {:#x}", r.guest_start);
             }
             const auto& c = t.chunks[next++];
             if (auto checked = check_chunk(c, r, cursor, h, extents); !checked) {
@@ -184,7 +184,7 @@ Result<void> check_chunks(const Trailer& t, const Header& h, std::vector<Extent>
         }
     }
     if (next != t.chunks.size()) {
-        return make_error("corrupt: {} memory index entries lie beyond the last region",
+        return format_error("corrupt", "{} memory index entries lie beyond the last region",
                           t.chunks.size() - next);
     }
     return ok();
@@ -234,29 +234,29 @@ std::array<std::uint8_t, kHeaderBytes> encode_header(const Header& h) {
 
 Result<Header> decode_header(std::span<const std::uint8_t> bytes, std::uint64_t file_size) {
     if (file_size < 12 || bytes.size() < 12) {
-        return make_error("truncated: the file is {} bytes, shorter than a snapshot header", file_size);
+        return format_error("truncated", "the file is {} bytes, shorter than a snapshot header", file_size);
     }
     if (!std::equal(kMagic.begin(), kMagic.end(), bytes.begin())) {
-        return make_error("bad_magic: not a sandboxer snapshot");
+        return format_error("bad_magic", "not a sandboxer snapshot");
     }
     ByteReader r(bytes.first(std::min<std::size_t>(bytes.size(), kHeaderBytes)));
     r.raw(kMagic.size());
     Header h;
     h.info.format_version = r.u32();
     if (h.info.format_version != kFormatVersion) {
-        return make_error("unsupported_version: format version {} (this reader knows {})",
+        return format_error("unsupported_version", "format version {} (this reader knows {})",
                           h.info.format_version, kFormatVersion);
     }
     if (bytes.size() < kHeaderBytes) {
-        return make_error("truncated: the file is {} bytes, shorter than the {}-byte header", file_size,
+        return format_error("truncated", "the file is {} bytes, shorter than the {}-byte header", file_size,
                           kHeaderBytes);
     }
     if (auto size = r.u32(); size != kHeaderBytes) {
-        return make_error("corrupt: header size {} (version 1 headers are {})", size, kHeaderBytes);
+        return format_error("corrupt", "header size {} (version 1 headers are {})", size, kHeaderBytes);
     }
     const std::uint64_t stored_sum = ByteReader(bytes.subspan(kHeaderChecksummed, 8)).u64();
     if (stored_sum != checksum(bytes.first(kHeaderChecksummed))) {
-        return make_error("checksum_mismatch: snapshot header");
+        return format_error("checksum_mismatch", "snapshot header");
     }
     bool names_ok = get_name(r, h.info.arch);
     names_ok = get_name(r, h.info.cpu.vendor) && names_ok;
@@ -273,24 +273,24 @@ Result<Header> decode_header(std::span<const std::uint8_t> bytes, std::uint64_t 
     h.trailer_checksum = r.u64();
     h.file_bytes = r.u64();
     if (!names_ok || reserved != 0) {
-        return make_error("corrupt: header name fields or reserved bytes are malformed");
+        return format_error("corrupt", "header name fields or reserved bytes are malformed");
     }
     if (h.info.arch != kHostArch) {
-        return make_error("wrong_arch: snapshot is for {}, this host is {}", h.info.arch, kHostArch);
+        return format_error("wrong_arch", "snapshot is for {}, this host is {}", h.info.arch, kHostArch);
     }
     if (auto checked = check_info(h.info); !checked) {
-        return checked.error().context("corrupt");
+        return checked.error().context("corrupt").with_code("corrupt");
     }
     if (file_size < h.file_bytes) {
-        return make_error("truncated: the file is {} bytes, the header says {}", file_size, h.file_bytes);
+        return format_error("truncated", "the file is {} bytes, the header says {}", file_size, h.file_bytes);
     }
     if (file_size > h.file_bytes) {
-        return make_error("corrupt: the file is {} bytes, the header says {}", file_size, h.file_bytes);
+        return format_error("corrupt", "the file is {} bytes, the header says {}", file_size, h.file_bytes);
     }
     if (h.trailer_bytes > kMaxTrailerBytes ||
         !inside(h.trailer_offset, h.trailer_bytes, kDataStart, file_size) ||
         h.trailer_offset + h.trailer_bytes != file_size) {
-        return make_error("corrupt: trailer ({} bytes at {}) does not end the {}-byte file", h.trailer_bytes,
+        return format_error("corrupt", "trailer ({} bytes at {}) does not end the {}-byte file", h.trailer_bytes,
                           h.trailer_offset, file_size);
     }
     return h;
@@ -359,7 +359,7 @@ Result<Trailer> decode_trailer(std::span<const std::uint8_t> bytes, const Header
         g.length = r.u64();
     }
     if (auto finished = r.finish("corrupt: snapshot trailer"); !finished) {
-        return finished.error();
+        return finished.error().with_code("corrupt");
     }
     std::vector<Extent> extents;
     if (auto c = check_sections(t, h, extents); !c) {
@@ -390,7 +390,7 @@ Result<void> check_working_set(std::span<const GuestRange> ranges, std::span<con
             ok_range = g.start - r.guest_start < r.length && g.length <= r.length - (g.start - r.guest_start);
         }
         if (!ok_range) {
-            return make_error("corrupt: working-set range {:#x}+{:#x} is empty or outside guest memory",
+            return format_error("corrupt", "working-set range {:#x}+{:#x} is empty or outside guest memory",
                               g.start, g.length);
         }
     }

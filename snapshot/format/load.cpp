@@ -38,7 +38,7 @@ Result<LoadStats> SnapshotReader::load_memory(std::span<const MemoryRegionView> 
         match = dest[i].guest_start == regions_[i].guest_start && dest[i].host.size() == regions_[i].length;
     }
     if (!match) {
-        return make_error("corrupt: the destination memory layout does not match the snapshot's {} regions",
+        return format_error("corrupt", "the destination memory layout does not match the snapshot's {} regions",
                           regions_.size());
     }
     const unsigned workers = threads != 0 ? threads : std::max(1U, std::thread::hardware_concurrency());

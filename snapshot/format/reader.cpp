@@ -24,10 +24,10 @@ Result<void> pread_all(int fd, std::uint8_t* data, std::size_t size, std::uint64
             continue;
         }
         if (n < 0) {
-            return sys_error("io: read {} bytes at offset {}", size, offset);
+            return sys_error("io: read {} bytes at offset {}", size, offset).with_code("io");
         }
         if (n == 0) {
-            return make_error("truncated: the file ends before offset {}", offset + size);
+            return format_error("truncated", "the file ends before offset {}", offset + size);
         }
         done += static_cast<std::size_t>(n);
     }
@@ -46,25 +46,13 @@ ZSTD_DCtx* thread_dctx() {
 }  // namespace
 
 std::string_view error_code(const Error& error) {
-    std::string_view m = error.message;
-    auto colon = m.find(':');
-    if (colon == std::string_view::npos) {
-        return {};
-    }
-    auto word = m.substr(0, colon);
-    for (auto known : {code::kBadMagic, code::kUnsupportedVersion, code::kWrongArch, code::kTruncated,
-                       code::kChecksumMismatch, code::kCorrupt, code::kIo, code::kInvalid}) {
-        if (word == known) {
-            return known;
-        }
-    }
-    return {};
+    return error.code;
 }
 
 Result<SnapshotReader> SnapshotReader::open(const std::string& path) {
     auto fd = UniqueFd::open(path, O_RDONLY);
     if (!fd) {
-        return fd.error().context("io");
+        return fd.error().context("io").with_code("io");
     }
     auto reader = open_fd(std::move(*fd));
     if (!reader) {
@@ -80,10 +68,10 @@ Result<SnapshotReader> SnapshotReader::open(const std::string& path) {
 Result<SnapshotReader> SnapshotReader::open_fd(UniqueFd fd) {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) {
-        return sys_error("io: fstat the snapshot");
+        return sys_error("io: fstat the snapshot").with_code("io");
     }
     if (!S_ISREG(st.st_mode)) {
-        return make_error("io: the snapshot is not a regular file");
+        return format_error("io", "the snapshot is not a regular file");
     }
     const auto size = static_cast<std::uint64_t>(st.st_size);
     std::array<std::uint8_t, layout::kHeaderBytes> head{};
@@ -101,7 +89,7 @@ Result<SnapshotReader> SnapshotReader::open_fd(UniqueFd fd) {
         return r.error();
     }
     if (layout::checksum(trailer_bytes) != header->trailer_checksum) {
-        return make_error("checksum_mismatch: snapshot trailer (section table and memory index)");
+        return format_error("checksum_mismatch", "snapshot trailer (section table and memory index)");
     }
     auto trailer = layout::decode_trailer(trailer_bytes, *header);
     if (!trailer) {
@@ -122,7 +110,7 @@ Result<SnapshotReader> SnapshotReader::open_fd(UniqueFd fd) {
             return r.error();
         }
         if (layout::checksum(section.bytes) != s.checksum) {
-            return make_error("checksum_mismatch: section {}", s.name);
+            return format_error("checksum_mismatch", "section {}", s.name);
         }
         reader.sections_.push_back(std::move(section));
     }
@@ -144,7 +132,7 @@ Result<std::span<const std::uint8_t>> SnapshotReader::section(std::string_view n
             return std::span<const std::uint8_t>(s.bytes);
         }
     }
-    return make_error("corrupt: no section {}", name);
+    return format_error("corrupt", "no section {}", name);
 }
 
 std::vector<GuestRange> SnapshotReader::memory_regions() const {
@@ -180,7 +168,7 @@ std::optional<std::size_t> SnapshotReader::chunk_at(std::uint64_t guest_addr) co
 Result<void> SnapshotReader::decode_chunk(const ChunkEntry& c, std::span<const std::uint8_t> stored,
                                           std::span<std::uint8_t> out) const {
     if (layout::checksum(stored) != c.checksum) {
-        return make_error("checksum_mismatch: memory chunk at {:#x}", c.guest_start);
+        return format_error("checksum_mismatch", "memory chunk at {:#x}", c.guest_start);
     }
     if (c.kind == ChunkKind::Plain) {
         if (stored.data() != out.data()) {
@@ -191,15 +179,15 @@ Result<void> SnapshotReader::decode_chunk(const ChunkEntry& c, std::span<const s
     // zstd (RFC 8878): the frame must declare exactly the chunk's length.
     ZSTD_DCtx* dctx = thread_dctx();
     if (dctx == nullptr) {
-        return make_error("io: cannot create a zstd context");
+        return format_error("io", "cannot create a zstd context");
     }
     if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != c.length) {
-        return make_error("corrupt: memory chunk at {:#x} does not declare {} bytes", c.guest_start,
+        return format_error("corrupt", "memory chunk at {:#x} does not declare {} bytes", c.guest_start,
                           c.length);
     }
     std::size_t n = ZSTD_decompressDCtx(dctx, out.data(), out.size(), stored.data(), stored.size());
     if (ZSTD_isError(n) != 0U || n != c.length) {
-        return make_error("corrupt: memory chunk at {:#x} does not decompress to {} bytes", c.guest_start,
+        return format_error("corrupt", "memory chunk at {:#x} does not decompress to {} bytes", c.guest_start,
                           c.length);
     }
     return ok();
@@ -207,7 +195,7 @@ Result<void> SnapshotReader::decode_chunk(const ChunkEntry& c, std::span<const s
 
 Result<void> SnapshotReader::read_chunk(std::size_t index, std::span<std::uint8_t> out) const {
     if (index >= chunks_.size() || out.size() != chunks_[index].length) {
-        return make_error("invalid: chunk {} of {} does not exist or the buffer is not its length", index,
+        return format_error("invalid", "chunk {} of {} does not exist or the buffer is not its length", index,
                           chunks_.size());
     }
     const auto& c = chunks_[index];
@@ -230,7 +218,7 @@ Result<void> SnapshotReader::read_chunk(std::size_t index, std::span<std::uint8_
 
 Result<std::uint64_t> SnapshotReader::raw_region_offset(std::size_t region_index) const {
     if (info_.mode != MemoryMode::Raw || region_index >= regions_.size()) {
-        return make_error("invalid: region {} has no raw file offset (raw mode, {} regions)", region_index,
+        return format_error("invalid", "region {} has no raw file offset (raw mode, {} regions)", region_index,
                           regions_.size());
     }
     return regions_[region_index].file_offset;
@@ -238,7 +226,7 @@ Result<std::uint64_t> SnapshotReader::raw_region_offset(std::size_t region_index
 
 Result<void> SnapshotReader::verify_raw_memory() const {
     if (info_.mode != MemoryMode::Raw) {
-        return make_error("invalid: not a raw-mode snapshot");
+        return format_error("invalid", "not a raw-mode snapshot");
     }
     std::vector<std::uint8_t> buf(info_.chunk_size);
     for (std::size_t r = 0, i = 0; i < chunks_.size(); ++i) {
@@ -263,7 +251,7 @@ Result<void> SnapshotReader::verify_raw_memory() const {
                 return rd;
             }
             if (std::any_of(out.begin(), out.end(), [](std::uint8_t b) { return b != 0; })) {
-                return make_error("checksum_mismatch: zero range at {:#x} holds data", c.guest_start + done);
+                return format_error("checksum_mismatch", "zero range at {:#x} holds data", c.guest_start + done);
             }
         }
     }

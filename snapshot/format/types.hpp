@@ -40,7 +40,14 @@ inline constexpr std::string_view kIo = "io";
 inline constexpr std::string_view kInvalid = "invalid";  // caller misuse (bad write input, wrong mode)
 }  // namespace code
 
-// The code word of an error from this library ("" when it has none).
+// An error of this library: `code` (one of the above) in Error::code, and
+// also first in the message ("truncated: the file is ..."), as logs show it.
+template <typename... Args>
+[[nodiscard]] Error format_error(std::string_view code, fmt::format_string<Args...> fmt, Args&&... args) {
+    return Error{fmt::format("{}: {}", code, fmt::format(fmt, std::forward<Args>(args)...)), 0, std::string(code)};
+}
+
+// The code of an error from this library (Error::code; "" when it has none).
 std::string_view error_code(const Error& error);
 
 enum class MemoryMode : std::uint32_t { Compressed = 0, Raw = 1 };

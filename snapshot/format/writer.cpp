@@ -64,7 +64,7 @@ Result<TempFile> make_temp(const std::string& path) {
     std::string name = parent_dir(path) + "/." + base + ".tmp-XXXXXX";
     int fd = ::mkostemp(name.data(), O_CLOEXEC);
     if (fd < 0) {
-        return sys_error("io: cannot create a temporary file beside {}", path);
+        return sys_error("io: cannot create a temporary file beside {}", path).with_code("io");
     }
     TempFile t;
     t.path = std::move(name);
@@ -78,37 +78,37 @@ bool printable_name(const std::string& s, std::size_t max) {
 
 Result<void> check_contents(const SnapshotContents& c, const WriteOptions& options) {
     if (auto checked = layout::check_info(c.info); !checked) {
-        return checked.error().context("invalid");
+        return checked.error().context("invalid").with_code("invalid");
     }
     if (c.info.format_version != kFormatVersion) {
-        return make_error("invalid: this writer only writes format version {}", kFormatVersion);
+        return format_error("invalid", "this writer only writes format version {}", kFormatVersion);
     }
     if (!printable_name(c.info.arch, layout::kNameBytes - 1) || c.info.arch.empty() ||
         !printable_name(c.info.cpu.vendor, layout::kNameBytes - 1)) {
-        return make_error("invalid: arch and CPU vendor must be printable and at most 15 bytes");
+        return format_error("invalid", "arch and CPU vendor must be printable and at most 15 bytes");
     }
     if (options.zstd_level < ZSTD_minCLevel() || options.zstd_level > ZSTD_maxCLevel()) {
-        return make_error("invalid: zstd level {} is outside {}..{}", options.zstd_level, ZSTD_minCLevel(),
+        return format_error("invalid", "zstd level {} is outside {}..{}", options.zstd_level, ZSTD_minCLevel(),
                           ZSTD_maxCLevel());
     }
     if (c.sections.size() > layout::kMaxSections) {
-        return make_error("invalid: {} sections (at most {})", c.sections.size(), layout::kMaxSections);
+        return format_error("invalid", "{} sections (at most {})", c.sections.size(), layout::kMaxSections);
     }
     std::vector<std::string_view> names;
     for (const auto& s : c.sections) {
         if (s.name.empty() || s.name.size() > layout::kMaxSectionName ||
             s.bytes.size() > layout::kMaxSectionBytes) {
-            return make_error("invalid: section '{}' has a bad name length or is over {} bytes", s.name,
+            return format_error("invalid", "section '{}' has a bad name length or is over {} bytes", s.name,
                               layout::kMaxSectionBytes);
         }
         names.push_back(s.name);
     }
     std::sort(names.begin(), names.end());
     if (auto dup = std::adjacent_find(names.begin(), names.end()); dup != names.end()) {
-        return make_error("invalid: section {} appears twice", *dup);
+        return format_error("invalid", "section {} appears twice", *dup);
     }
     if (c.memory.size() > layout::kMaxRegions) {
-        return make_error("invalid: {} memory regions (at most {})", c.memory.size(), layout::kMaxRegions);
+        return format_error("invalid", "{} memory regions (at most {})", c.memory.size(), layout::kMaxRegions);
     }
     std::vector<layout::RegionEntry> regions;
     for (std::size_t i = 0; i < c.memory.size(); ++i) {
@@ -117,14 +117,14 @@ Result<void> check_contents(const SnapshotContents& c, const WriteOptions& optio
         if (len == 0 || m.guest_start % kPageSize != 0 || len % kPageSize != 0 ||
             len > UINT64_MAX - m.guest_start ||
             (i > 0 && m.guest_start < regions.back().guest_start + regions.back().length)) {
-            return make_error(
-                "invalid: memory region {} at {:#x} is empty, unaligned, wraps or is out of order", i,
+            return format_error("invalid",
+                "memory region {} at {:#x} is empty, unaligned, wraps or is out of order", i,
                 m.guest_start);
         }
         regions.push_back({m.guest_start, len, 0});
     }
     if (auto checked = layout::check_working_set(c.working_set, regions); !checked) {
-        return make_error("invalid: {}", checked.error().message.substr(code::kCorrupt.size() + 2));
+        return format_error("invalid", "{}", checked.error().message.substr(code::kCorrupt.size() + 2));
     }
     return ok();
 }
@@ -321,7 +321,7 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
             ready_cv_.wait(lock, [&] { return slot.ready; });
         }
         if (!slot.error.empty()) {
-            return make_error("io: zstd compression failed: {}", slot.error);
+            return format_error("io", "zstd compression failed: {}", slot.error);
         }
         const Job& job = jobs_[i];
         const auto& region = regions[job.region];
@@ -443,18 +443,18 @@ Result<WriteStats> write_snapshot(const std::string& path, const SnapshotContent
         return w.error();
     }
     if (::fsync(fd) != 0) {
-        return sys_error("io: fsync {}", temp->path);
+        return sys_error("io: fsync {}", temp->path).with_code("io");
     }
     if (::rename(temp->path.c_str(), path.c_str()) != 0) {
-        return sys_error("io: cannot rename {} to {}", temp->path, path);
+        return sys_error("io: cannot rename {} to {}", temp->path, path).with_code("io");
     }
     temp->committed = true;
     auto dir = UniqueFd::open(parent_dir(path), O_RDONLY | O_DIRECTORY);
     if (!dir) {
-        return dir.error().context("io");
+        return dir.error().context("io").with_code("io");
     }
     if (::fsync(dir->get()) != 0) {
-        return sys_error("io: fsync the directory of {}", path);
+        return sys_error("io: fsync the directory of {}", path).with_code("io");
     }
     stats.file_bytes = header.file_bytes;
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
