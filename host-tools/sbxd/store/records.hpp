@@ -1,0 +1,85 @@
+// The rows sbxd keeps (store.hpp), as plain values. Times are Unix
+// milliseconds (UTC); JSON-valued columns hold compact JSON text.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "host-tools/sbxd/sandbox/state.hpp"
+
+namespace sbx::sbxd {
+
+using UnixMillis = std::int64_t;
+using StringMap = std::map<std::string, std::string>;
+
+// What sbxd needs to find a VMM again after its own restart without a
+// pidfd: the pid, the process's start time (field 22 of /proc/PID/stat,
+// so a recycled pid is not mistaken for it) and its control socket.
+struct VmmProcess {
+    std::int64_t pid = 0;
+    std::int64_t start_time = 0;
+    std::string control_socket;
+    bool operator==(const VmmProcess&) const = default;
+};
+
+struct SandboxRecord {
+    std::string id;
+    std::string name;
+    SandboxState state = SandboxState::Creating;
+    std::string from;  // image or named snapshot it was made from
+    std::string size;  // small/default/large/xlarge, or "custom"
+    int cpus = 0;
+    int memory_mib = 0;
+    int disk_gib = 0;
+    StringMap labels;
+    StringMap env;
+    bool no_env = false;
+    UnixMillis created_at = 0;
+    std::optional<UnixMillis> started_at;
+    UnixMillis last_activity_at = 0;
+    std::optional<UnixMillis> auto_stop_at;  // empty: no auto-stop
+    std::optional<int> idle_minutes;         // empty: no idle pause
+    std::optional<VmmProcess> vmm;
+    bool operator==(const SandboxRecord&) const = default;
+};
+
+struct ApiKeyRecord {
+    std::string id;    // public, for listing and revoking
+    std::string hash;  // hex SHA-256 of the key
+    std::string name;
+    std::optional<std::string> sandbox_id;  // empty: host-wide
+    UnixMillis created_at = 0;
+    bool operator==(const ApiKeyRecord&) const = default;
+};
+
+struct SnapshotRecord {
+    std::string name;
+    std::string source_sandbox_id;  // may no longer exist
+    bool has_memory = false;
+    std::string from;  // the source's image
+    int disk_gib = 0;
+    UnixMillis created_at = 0;
+    bool operator==(const SnapshotRecord&) const = default;
+};
+
+struct ExecRecord {
+    std::int64_t id = 0;
+    std::string sandbox_id;
+    std::string command;  // JSON array of argv
+    UnixMillis started_at = 0;
+    std::optional<int> exit_code;  // empty: still running or lost
+    bool operator==(const ExecRecord&) const = default;
+};
+
+struct EventRecord {
+    std::int64_t id = 0;  // increasing; a client resumes after the last it saw
+    std::optional<std::string> sandbox_id;
+    std::string type;  // "state", "created", "deleted", ...
+    std::string data;  // JSON object
+    UnixMillis at = 0;
+    bool operator==(const EventRecord&) const = default;
+};
+
+}  // namespace sbx::sbxd

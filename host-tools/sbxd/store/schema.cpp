@@ -1,0 +1,85 @@
+#include "host-tools/sbxd/store/schema.hpp"
+
+namespace sbx::sbxd {
+
+namespace {
+
+// Version 1. STRICT tables (SQLite 3.37): a value of the wrong type is an
+// error rather than silently stored.
+constexpr std::string_view kVersion1 = R"sql(
+CREATE TABLE sandboxes (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    source TEXT NOT NULL,
+    size TEXT NOT NULL,
+    cpus INTEGER NOT NULL,
+    memory_mib INTEGER NOT NULL,
+    disk_gib INTEGER NOT NULL,
+    labels TEXT NOT NULL,
+    env TEXT NOT NULL,
+    no_env INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    last_activity_at INTEGER NOT NULL,
+    auto_stop_at INTEGER,
+    idle_minutes INTEGER,
+    vmm_pid INTEGER,
+    vmm_start_time INTEGER,
+    vmm_control_socket TEXT,
+    CHECK ((vmm_pid IS NULL) = (vmm_start_time IS NULL) AND (vmm_pid IS NULL) = (vmm_control_socket IS NULL))
+) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes(state);
+
+CREATE TABLE idempotency_keys (
+    key TEXT PRIMARY KEY,
+    body_hash TEXT NOT NULL,
+    sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX idempotency_keys_by_sandbox ON idempotency_keys(sandbox_id);
+
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    sandbox_id TEXT REFERENCES sandboxes(id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX api_keys_by_sandbox ON api_keys(sandbox_id);
+
+CREATE TABLE snapshots (
+    name TEXT PRIMARY KEY,
+    source_sandbox_id TEXT NOT NULL,
+    has_memory INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    disk_gib INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE exec_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+    command TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    exit_code INTEGER
+) STRICT;
+CREATE INDEX exec_history_by_sandbox ON exec_history(sandbox_id, started_at);
+
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sandbox_id TEXT,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX events_by_time ON events(at);
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1};
+
+}  // namespace
+
+std::span<const std::string_view> schema_migrations() { return kMigrations; }
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,119 @@
+// sbxd's state in one SQLite file (docs/sbxd.md, "Store"): sandboxes,
+// idempotency keys, hashed API keys, named snapshots, exec history and
+// events. Every change is one transaction, so a crash of sbxd at any
+// point leaves either the state before the change or the state after it.
+// The schema carries a version; opening runs the migrations a file lacks
+// and refuses a file from a newer sbxd. Safe to share between threads
+// (one connection behind a mutex); times are passed in, never read here.
+//
+// Error codes: "not_found", "invalid_state" (a transition the state
+// machine forbids), "idempotency_conflict" (a key reused with another
+// body), "already_exists", "store" (SQLite itself).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host-tools/sbxd/store/records.hpp"
+#include "host-tools/sbxd/store/sqlite.hpp"
+
+namespace sbx::sbxd {
+
+// Idempotency keys are remembered this long (product.md §5).
+inline constexpr UnixMillis kIdempotencyKeyLifetimeMs = 24LL * 3600 * 1000;
+// Exec history is kept this long (product.md §3).
+inline constexpr UnixMillis kExecHistoryLifetimeMs = 90LL * 24 * 3600 * 1000;
+inline constexpr UnixMillis kEventLifetimeMs = 7LL * 24 * 3600 * 1000;
+
+struct SandboxFilter {
+    StringMap labels;                  // every pair must match
+    std::vector<SandboxState> states;  // any of these; empty: all
+};
+
+struct IdempotencyClaim {
+    std::string key;
+    std::string body_hash;  // of the request body as the client sent it
+};
+
+struct CreateOutcome {
+    SandboxRecord sandbox;
+    bool replayed = false;  // an earlier create with the same key and body
+};
+
+struct StateChange {
+    SandboxState to;
+    UnixMillis now = 0;
+    // Set with the change (a create or resume that spawned a VMM); a
+    // change to a state without a VMM clears it (sandbox/state.hpp has_vmm).
+    std::optional<VmmProcess> vmm;
+};
+
+class Store {
+public:
+    [[nodiscard]] static Result<std::unique_ptr<Store>> open(const std::string& path);
+
+    [[nodiscard]] Result<int> schema_version();
+    [[nodiscard]] static int latest_schema_version();
+
+    // Sandboxes.
+    // Inserts the sandbox (and a "created" event), or with a claim whose
+    // key is already known: the same body replays the earlier sandbox, a
+    // different one is "idempotency_conflict". Keys older than 24 h count
+    // as unknown.
+    [[nodiscard]] Result<CreateOutcome> create_sandbox(const SandboxRecord& sandbox,
+                                                       const std::optional<IdempotencyClaim>& claim);
+    [[nodiscard]] Result<SandboxRecord> get_sandbox(const std::string& id);
+    [[nodiscard]] Result<std::vector<SandboxRecord>> list_sandboxes(const SandboxFilter& filter);
+    // Moves the sandbox to change.to if the state machine allows it from
+    // the state it is in now (else "invalid_state"); records a "state" event.
+    [[nodiscard]] Result<SandboxRecord> change_state(const std::string& id, const StateChange& change);
+    [[nodiscard]] Result<void> touch(const std::string& id, UnixMillis now);
+    [[nodiscard]] Result<void> set_auto_stop(const std::string& id, std::optional<UnixMillis> deadline);
+    [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes);
+    // Removes the row with its idempotency keys, scoped API keys and exec
+    // history (named snapshots stay); records a "deleted" event.
+    [[nodiscard]] Result<void> delete_sandbox(const std::string& id, UnixMillis now);
+
+    // API keys (only their hashes are stored).
+    [[nodiscard]] Result<void> add_api_key(const ApiKeyRecord& key);
+    [[nodiscard]] Result<std::optional<ApiKeyRecord>> find_api_key(const std::string& hash);
+    [[nodiscard]] Result<std::vector<ApiKeyRecord>> list_api_keys();
+    [[nodiscard]] Result<void> remove_api_key(const std::string& id);
+
+    // Named snapshots.
+    [[nodiscard]] Result<void> add_snapshot(const SnapshotRecord& snapshot);
+    [[nodiscard]] Result<SnapshotRecord> get_snapshot(const std::string& name);
+    [[nodiscard]] Result<std::vector<SnapshotRecord>> list_snapshots();
+    [[nodiscard]] Result<void> remove_snapshot(const std::string& name);
+
+    // Exec history.
+    [[nodiscard]] Result<std::int64_t> add_exec(const std::string& sandbox_id, const std::string& command,
+                                                UnixMillis started_at);
+    [[nodiscard]] Result<void> finish_exec(std::int64_t exec_id, int exit_code);
+    [[nodiscard]] Result<std::vector<ExecRecord>> list_execs(const std::string& sandbox_id);
+
+    // Events, oldest first, after the given id.
+    [[nodiscard]] Result<std::vector<EventRecord>> list_events(std::int64_t after_id, int limit);
+
+    // Drops idempotency keys past 24 h, exec history past 90 days and
+    // events past 7 days; returns how many rows went.
+    [[nodiscard]] Result<std::int64_t> prune(UnixMillis now);
+
+private:
+    explicit Store(sqlite::Database db) : db_(std::move(db)) {}
+    [[nodiscard]] Result<void> migrate();
+    [[nodiscard]] Result<std::optional<SandboxRecord>> find_sandbox_locked(const std::string& id);
+    [[nodiscard]] Result<void> add_event_locked(const std::optional<std::string>& sandbox_id, std::string_view type,
+                                                const std::string& data, UnixMillis at);
+    [[nodiscard]] Result<void> update_one_locked(std::string_view sql, const std::string& id,
+                                                 const std::optional<std::int64_t>& value);
+
+    std::mutex mutex_;
+    sqlite::Database db_;
+};
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,330 @@
+#include "host-tools/sbxd/store/store.hpp"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+using namespace sbx;
+using namespace sbx::sbxd;
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-store-XXXXXX").string();
+        REQUIRE(::mkdtemp(templ.data()) != nullptr);
+        path = templ;
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    [[nodiscard]] std::string db() const { return path + "/sbxd.db"; }
+};
+
+std::unique_ptr<Store> open_store(const std::string& path) {
+    auto store = Store::open(path);
+    REQUIRE_MESSAGE(store.has_value(), (store ? "" : store.error().to_string()));
+    return std::move(*store);
+}
+
+SandboxRecord sample(const std::string& id, UnixMillis now = 1'000'000) {
+    SandboxRecord s;
+    s.id = id;
+    s.name = id;
+    s.from = "default";
+    s.size = "small";
+    s.cpus = 2;
+    s.memory_mib = 4096;
+    s.disk_gib = 8;
+    s.labels = {{"owner", "alice"}, {"run", "42"}};
+    s.env = {{"FOO", "bar"}};
+    s.created_at = now;
+    s.last_activity_at = now;
+    s.auto_stop_at = now + 3'600'000;
+    s.idle_minutes = 15;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("a new store has the latest schema and reopening keeps it") {
+    TempDir dir;
+    {
+        auto store = open_store(dir.db());
+        CHECK(store->schema_version().value() == Store::latest_schema_version());
+    }
+    auto again = open_store(dir.db());
+    CHECK(again->schema_version().value() == Store::latest_schema_version());
+}
+
+TEST_CASE("a file from a newer sbxd is refused") {
+    TempDir dir;
+    { open_store(dir.db()); }
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "INSERT INTO schema_migrations VALUES (999, 0)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+    auto store = Store::open(dir.db());
+    REQUIRE_FALSE(store.has_value());
+    CHECK(store.error().message.find("newer") != std::string::npos);
+}
+
+TEST_CASE("sandboxes round-trip with every field") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    SandboxRecord s = sample("sbx_a");
+    s.vmm = VmmProcess{1234, 5678, "/tmp/x/control.sock"};
+    auto created = store->create_sandbox(s, std::nullopt);
+    REQUIRE(created.has_value());
+    CHECK_FALSE(created->replayed);
+    CHECK(store->get_sandbox("sbx_a").value() == s);
+    auto missing = store->get_sandbox("sbx_none");
+    REQUIRE_FALSE(missing.has_value());
+    CHECK(missing.error().code == "not_found");
+    auto twice = store->create_sandbox(s, std::nullopt);
+    REQUIRE_FALSE(twice.has_value());
+    CHECK(twice.error().code == "already_exists");
+}
+
+TEST_CASE("list filters by every label given and by any of the states") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    SandboxRecord a = sample("sbx_a", 1);
+    SandboxRecord b = sample("sbx_b", 2);
+    b.labels = {{"owner", "bob"}};
+    SandboxRecord c = sample("sbx_c", 3);
+    c.labels = {{"owner", "alice"}};
+    for (const auto& s : {a, b, c}) {
+        REQUIRE(store->create_sandbox(s, std::nullopt).has_value());
+    }
+    REQUIRE(store->change_state("sbx_b", {SandboxState::Running, 10, std::nullopt}).has_value());
+
+    auto ids = [&](const SandboxFilter& f) {
+        std::vector<std::string> out;
+        auto listed = store->list_sandboxes(f);
+        REQUIRE(listed.has_value());
+        for (const auto& s : *listed) {
+            out.push_back(s.id);
+        }
+        return out;
+    };
+    CHECK(ids({}) == std::vector<std::string>{"sbx_a", "sbx_b", "sbx_c"});
+    CHECK(ids({{{"owner", "alice"}}, {}}) == std::vector<std::string>{"sbx_a", "sbx_c"});
+    CHECK(ids({{{"owner", "alice"}, {"run", "42"}}, {}}) == std::vector<std::string>{"sbx_a"});
+    CHECK(ids({{{"owner", "carol"}}, {}}).empty());
+    CHECK(ids({{}, {SandboxState::Running}}) == std::vector<std::string>{"sbx_b"});
+    CHECK(ids({{}, {SandboxState::Running, SandboxState::Creating}}) ==
+          std::vector<std::string>{"sbx_a", "sbx_b", "sbx_c"});
+    CHECK(ids({{{"owner", "alice"}}, {SandboxState::Running}}).empty());
+}
+
+TEST_CASE("state changes follow the state machine, set start times and clear the VMM") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
+    VmmProcess vmm{42, 777, "/run/x.sock"};
+    auto running = store->change_state("sbx_a", {SandboxState::Running, 2'000'000, vmm});
+    REQUIRE(running.has_value());
+    CHECK(running->started_at == 2'000'000);
+    CHECK(running->last_activity_at == 2'000'000);
+    CHECK(running->vmm == vmm);
+
+    auto refused = store->change_state("sbx_a", {SandboxState::Stopped, 2'000'001, std::nullopt});
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == "invalid_state");
+    CHECK(store->get_sandbox("sbx_a")->state == SandboxState::Running);
+
+    REQUIRE(store->change_state("sbx_a", {SandboxState::Stopping, 2'000'002, std::nullopt}).has_value());
+    CHECK(store->get_sandbox("sbx_a")->vmm == vmm);  // still there while it saves
+    auto stopped = store->change_state("sbx_a", {SandboxState::Stopped, 2'000'003, std::nullopt});
+    REQUIRE(stopped.has_value());
+    CHECK_FALSE(stopped->vmm.has_value());
+    CHECK(store->get_sandbox("sbx_a").value() == *stopped);
+
+    auto events = store->list_events(0, 100).value();
+    REQUIRE(events.size() == 4);
+    CHECK(events[0].type == "created");
+    CHECK(events[3].type == "state");
+    CHECK(events[3].data == R"({"from":"stopping","to":"stopped"})");
+    CHECK(store->list_events(events[1].id, 100)->size() == 2);
+
+    auto missing = store->change_state("sbx_none", {SandboxState::Running, 1, std::nullopt});
+    CHECK(missing.error().code == "not_found");
+}
+
+TEST_CASE("touch, auto-stop and idle updates") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
+    REQUIRE(store->touch("sbx_a", 5'000'000).has_value());
+    REQUIRE(store->touch("sbx_a", 4'000'000).has_value());  // an older report never moves it back
+    REQUIRE(store->set_auto_stop("sbx_a", std::nullopt).has_value());
+    REQUIRE(store->set_idle_minutes("sbx_a", 3).has_value());
+    auto s = store->get_sandbox("sbx_a").value();
+    CHECK(s.last_activity_at == 5'000'000);
+    CHECK_FALSE(s.auto_stop_at.has_value());
+    CHECK(s.idle_minutes == 3);
+    CHECK(store->touch("sbx_none", 1).error().code == "not_found");
+}
+
+TEST_CASE("idempotency keys replay the same body, refuse another, and expire after 24 h") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    const UnixMillis t0 = 10'000'000'000;
+    IdempotencyClaim claim{"key-1", "hash-a"};
+    auto first = store->create_sandbox(sample("sbx_a", t0), claim);
+    REQUIRE(first.has_value());
+    CHECK_FALSE(first->replayed);
+
+    auto replay = store->create_sandbox(sample("sbx_b", t0 + 1000), claim);
+    REQUIRE(replay.has_value());
+    CHECK(replay->replayed);
+    CHECK(replay->sandbox.id == "sbx_a");
+    CHECK(store->list_sandboxes({})->size() == 1);
+
+    auto conflict = store->create_sandbox(sample("sbx_c", t0 + 2000), IdempotencyClaim{"key-1", "hash-b"});
+    REQUIRE_FALSE(conflict.has_value());
+    CHECK(conflict.error().code == "idempotency_conflict");
+    CHECK(store->list_sandboxes({})->size() == 1);
+
+    auto later = store->create_sandbox(sample("sbx_d", t0 + kIdempotencyKeyLifetimeMs + 1), claim);
+    REQUIRE(later.has_value());
+    CHECK_FALSE(later->replayed);
+    CHECK(later->sandbox.id == "sbx_d");
+}
+
+TEST_CASE("deleting a sandbox takes its keys and history and leaves named snapshots") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), IdempotencyClaim{"k", "h"}).has_value());
+    REQUIRE(store->add_api_key({"key_1", "ab12", "guest", "sbx_a", 1}).has_value());
+    REQUIRE(store->add_api_key({"key_2", "cd34", "admin", std::nullopt, 2}).has_value());
+    REQUIRE(store->add_snapshot({"base", "sbx_a", true, "default", 8, 3}).has_value());
+    auto exec_id = store->add_exec("sbx_a", R"(["ls","-l"])", 4);
+    REQUIRE(exec_id.has_value());
+    REQUIRE(store->finish_exec(*exec_id, 0).has_value());
+    CHECK(store->list_execs("sbx_a")->size() == 1);
+
+    REQUIRE(store->delete_sandbox("sbx_a", 5).has_value());
+    CHECK(store->get_sandbox("sbx_a").error().code == "not_found");
+    CHECK_FALSE(store->find_api_key("ab12")->has_value());
+    CHECK(store->find_api_key("cd34")->has_value());
+    CHECK(store->list_execs("sbx_a")->empty());
+    CHECK(store->get_snapshot("base").has_value());
+    CHECK(store->delete_sandbox("sbx_a", 6).error().code == "not_found");
+    // The key is free again with the sandbox gone.
+    CHECK_FALSE(store->create_sandbox(sample("sbx_b"), IdempotencyClaim{"k", "other"})->replayed);
+}
+
+TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    ApiKeyRecord host{"key_1", "hash1", "ci", std::nullopt, 10};
+    REQUIRE(store->add_api_key(host).has_value());
+    CHECK(store->find_api_key("hash1").value() == host);
+    CHECK_FALSE(store->find_api_key("hash2")->has_value());
+    CHECK(store->add_api_key({"key_1", "hash9", "x", std::nullopt, 11}).error().code == "already_exists");
+    CHECK(store->add_api_key({"key_2", "hash2", "x", "sbx_none", 11}).error().code == "not_found");
+    CHECK(store->list_api_keys()->size() == 1);
+    REQUIRE(store->remove_api_key("key_1").has_value());
+    CHECK(store->remove_api_key("key_1").error().code == "not_found");
+}
+
+TEST_CASE("named snapshots: unique names, list, remove") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100};
+    REQUIRE(store->add_snapshot(snap).has_value());
+    CHECK(store->get_snapshot("py-ready").value() == snap);
+    CHECK(store->add_snapshot(snap).error().code == "already_exists");
+    CHECK(store->list_snapshots()->size() == 1);
+    REQUIRE(store->remove_snapshot("py-ready").has_value());
+    CHECK(store->get_snapshot("py-ready").error().code == "not_found");
+}
+
+TEST_CASE("prune drops what outlived its retention and nothing else") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    const UnixMillis now = 100LL * 24 * 3600 * 1000;
+    REQUIRE(store->create_sandbox(sample("sbx_a", now), IdempotencyClaim{"k", "h"}).has_value());
+    REQUIRE(store->add_exec("sbx_a", "[\"old\"]", now - kExecHistoryLifetimeMs - 1).has_value());
+    REQUIRE(store->add_exec("sbx_a", "[\"new\"]", now - 1).has_value());
+    CHECK(store->prune(now).value() == 1);
+    auto execs = store->list_execs("sbx_a").value();
+    REQUIRE(execs.size() == 1);
+    CHECK(execs[0].command == "[\"new\"]");
+    // A day later the idempotency key and, a week later, the event go.
+    CHECK(store->prune(now + kIdempotencyKeyLifetimeMs).value() == 1);
+    CHECK(store->prune(now + kEventLifetimeMs).value() == 1);
+    CHECK(store->list_events(0, 10)->empty());
+}
+
+TEST_CASE("a crash in the middle of a transaction leaves the state before it") {
+    TempDir dir;
+    {
+        auto store = open_store(dir.db());
+        REQUIRE(store->create_sandbox(sample("sbx_kept"), std::nullopt).has_value());
+    }
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // A writer that gets far into a large transaction (enough pages to
+        // spill from the cache into the WAL) and is killed before COMMIT.
+        sqlite3* db = nullptr;
+        if (sqlite3_open(dir.db().c_str(), &db) != SQLITE_OK) {
+            ::_exit(2);
+        }
+        sqlite3_exec(db, "PRAGMA cache_size=8", nullptr, nullptr, nullptr);
+        sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+        sqlite3_exec(db, "UPDATE sandboxes SET state = 'deleting', name = 'torn' WHERE id = 'sbx_kept'", nullptr,
+                     nullptr, nullptr);
+        for (int i = 0; i < 2000; ++i) {
+            std::string sql = "INSERT INTO events (sandbox_id, type, data, at) VALUES ('sbx_kept', 'junk', '" +
+                              std::string(500, 'x') + "', " + std::to_string(i) + ")";
+            if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+                ::_exit(3);
+            }
+        }
+        ::kill(::getpid(), SIGKILL);
+        ::_exit(4);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFSIGNALED(status));
+    REQUIRE(WTERMSIG(status) == SIGKILL);
+    CHECK(std::filesystem::file_size(dir.db() + "-wal") > 500'000);  // the writes did reach the file
+
+    auto store = open_store(dir.db());
+    auto kept = store->get_sandbox("sbx_kept");
+    REQUIRE(kept.has_value());
+    CHECK(kept.value() == sample("sbx_kept"));
+    CHECK(store->list_events(0, 5000)->size() == 1);  // only the "created" event
+    // And the file is writable again: the dead writer's lock is gone.
+    REQUIRE(store->create_sandbox(sample("sbx_next"), std::nullopt).has_value());
+}
+
+TEST_CASE("a transaction that committed before the crash is kept whole") {
+    TempDir dir;
+    { open_store(dir.db()); }
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        auto store = Store::open(dir.db());
+        if (!store || !(*store)->create_sandbox(sample("sbx_done"), IdempotencyClaim{"k", "h"})) {
+            ::_exit(2);
+        }
+        ::kill(::getpid(), SIGKILL);
+        ::_exit(3);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFSIGNALED(status));
+    auto store = open_store(dir.db());
+    CHECK(store->get_sandbox("sbx_done").value() == sample("sbx_done"));
+    CHECK(store->create_sandbox(sample("sbx_other"), IdempotencyClaim{"k", "h"})->replayed);
+}
