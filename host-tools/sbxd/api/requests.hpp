@@ -1,0 +1,96 @@
+// The /v1 request bodies and query strings as typed values, each parsed
+// and checked in one place (docs/api.md lists the fields and their limits).
+// Failures are coded errors: bad_request for a body that is not a JSON
+// object, invalid_argument naming the field otherwise. Unknown fields are
+// refused, so a misspelt option ("memoryMB") never silently does nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/result.hpp"
+#include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/sandbox/state.hpp"
+#include "host-tools/sbxd/store/records.hpp"
+
+namespace sbx::sbxd::api {
+
+inline constexpr std::int64_t kDefaultTtlSeconds = 3600;            // product.md §2: 1 h
+inline constexpr std::int64_t kMaxTtlSeconds = 30LL * 24 * 3600;    // up to 30 days
+inline constexpr std::int64_t kMinTtlSeconds = 60;
+inline constexpr int kMaxIdleMinutes = 30 * 24 * 60;
+inline constexpr int kMaxForkCount = 16;
+inline constexpr std::size_t kMaxLabels = 32;
+inline constexpr std::size_t kMaxEnvVars = 128;
+inline constexpr std::size_t kMaxEnvBytes = 64 * 1024;
+
+struct CreateRequest {
+    std::optional<std::string> size;  // small/default/large/xlarge
+    std::optional<int> cpus;
+    std::optional<int> memory_mib;
+    std::optional<int> disk_gib;
+    std::optional<std::string> from;  // image or named snapshot; empty: the default image
+    StringMap labels;
+    StringMap env;
+    bool no_env = false;
+    std::optional<int> idle_minutes;         // 0 or absent: no idle pause
+    std::optional<std::int64_t> ttl_seconds; // absent: the default (unless no_auto_stop)
+    bool no_auto_stop = false;
+};
+
+struct StopRequest {
+    bool memory = true;
+};
+
+struct ResumeRequest {
+    std::optional<std::string> size;  // a new size: a cold boot
+};
+
+struct ForkRequest {
+    int count = 1;
+    bool memory = true;
+};
+
+struct SnapshotRequest {
+    std::string name;
+};
+
+struct ListQuery {
+    StringMap labels;
+    std::vector<SandboxState> states;
+};
+
+[[nodiscard]] Result<CreateRequest> parse_create(std::string_view body);
+[[nodiscard]] Result<StopRequest> parse_stop(std::string_view body);
+[[nodiscard]] Result<ResumeRequest> parse_resume(std::string_view body);
+[[nodiscard]] Result<ForkRequest> parse_fork(std::string_view body);
+[[nodiscard]] Result<SnapshotRequest> parse_snapshot(std::string_view body);
+// Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)
+// and state=running,stopped (repeatable). Others are refused.
+[[nodiscard]] Result<ListQuery> parse_list_query(const std::vector<std::pair<std::string, std::string>>& params);
+
+// "90s", "30m", "2h30m", "7d": whole seconds.
+[[nodiscard]] Result<std::int64_t> parse_duration(std::string_view text);
+
+// Names of images and named snapshots: 1-63 of [a-z0-9._-], starting with
+// a letter or digit.
+[[nodiscard]] bool is_valid_name(std::string_view name);
+
+// The machine a create asks for, on this host.
+struct SandboxShape {
+    std::string size;  // the size's name, or "custom" with cpus/memory overridden
+    int cpus = 0;
+    int memory_mib = 0;
+    int disk_gib = 0;
+    std::vector<std::string> warnings;  // e.g. scaled down to fit the host
+};
+
+// Sizes shrink to fit; explicit cpus/memoryMib/diskGib beyond the host are
+// invalid_argument.
+[[nodiscard]] Result<SandboxShape> resolve_shape(const CreateRequest& request, const HostLimits& host);
+
+}  // namespace sbx::sbxd::api
