@@ -262,6 +262,26 @@ std::vector<std::string> entries(const std::string& dir) {
 
 }  // namespace
 
+TEST_CASE("listen_unix gives a shared socket its mode and group before it appears") {
+    char templ[] = "/tmp/sbx-base-sock-XXXXXX";
+    REQUIRE(::mkdtemp(templ) != nullptr);
+    const std::string path = std::string(templ) + "/shared.sock";
+    const mode_t old_umask = ::umask(077);  // would leave only the owner's bits
+    {
+        auto listener = listen_unix(path, Blocking::Yes, 16, SocketAccess{0660, static_cast<int>(::getegid())});
+        REQUIRE_MESSAGE(listener, listener.error().to_string());
+        struct stat st {};
+        REQUIRE(::lstat(path.c_str(), &st) == 0);
+        CHECK((st.st_mode & 07777) == 0660);
+        CHECK(st.st_gid == ::getegid());
+        CHECK(connect_unix(path));
+    }
+    ::umask(old_umask);
+    ::unlink(path.c_str());
+    CHECK(entries(templ).empty());
+    ::rmdir(templ);
+}
+
 TEST_CASE("listen_unix makes a 0600 socket whatever the umask, and leaves nothing else behind") {
     char templ[] = "/tmp/sbx-base-sock-XXXXXX";
     REQUIRE(::mkdtemp(templ) != nullptr);

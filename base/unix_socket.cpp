@@ -145,7 +145,7 @@ Result<UniqueFd> connect_unix(const std::string& path, Blocking blocking) {
     return fd;
 }
 
-Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking, int backlog) {
+Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking, int backlog, SocketAccess access) {
     auto addr = unix_address(path);
     if (!addr) {
         return addr.error();
@@ -164,7 +164,8 @@ Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking, int bac
     // no man page promises, and umask(2) is per process, racing every other
     // thread that creates files. So the socket is bound inside a fresh 0700
     // directory, made 0600 there where nobody else can reach it, and only
-    // then, listening, linked to `path`.
+    // then, listening, linked to `path`. A shared socket gets its group and
+    // mode there too.
     auto dir = PrivateDir::create_beside(path);
     if (!dir) {
         return dir.error();
@@ -176,8 +177,13 @@ Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking, int bac
     if (::bind(fd->get(), reinterpret_cast<const sockaddr*>(&*inner), sizeof(*inner)) != 0) {
         return sys_error("binding socket {}", path);
     }
-    if (::fchmodat(dir->fd(), PrivateDir::kName, S_IRUSR | S_IWUSR, 0) != 0) {
-        return sys_error("making socket {} private", path);
+    if (access.group >= 0 &&
+        ::fchownat(dir->fd(), PrivateDir::kName, static_cast<uid_t>(-1), static_cast<gid_t>(access.group),
+                   AT_SYMLINK_NOFOLLOW) != 0) {
+        return sys_error("giving socket {} group {}", path, access.group);
+    }
+    if (::fchmodat(dir->fd(), PrivateDir::kName, access.mode & 0777, 0) != 0) {
+        return sys_error("setting socket {}'s mode to {:o}", path, access.mode & 0777);
     }
     if (::listen(fd->get(), backlog) != 0) {
         return sys_error("listening on socket {}", path);

@@ -15,8 +15,16 @@ namespace sbx {
 
 enum class Blocking { Yes, No };
 
+// Who may connect to a listening socket: its mode and, when group >= 0,
+// its group (a daemon's socket shared with a group: 0660 and that group).
+// Both are set before the socket appears at its path.
+struct SocketAccess {
+    unsigned mode = 0600;
+    int group = -1;
+};
+
 [[nodiscard]] Result<UniqueFd> connect_unix(const std::string& path, Blocking blocking = Blocking::Yes);
 [[nodiscard]] Result<UniqueFd> listen_unix(const std::string& path, Blocking blocking = Blocking::Yes,
-                                           int backlog = 128);
+                                           int backlog = 128, SocketAccess access = {});
 
 }  // namespace sbx
