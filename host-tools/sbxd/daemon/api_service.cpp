@@ -1,0 +1,350 @@
+#include "host-tools/sbxd/daemon/api_service.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#include "host-tools/sbxd/api/fields.hpp"
+#include "host-tools/sbxd/auth/api_keys.hpp"
+#include "host-tools/sbxd/crypto/random.hpp"
+#include "host-tools/sbxd/daemon/views.hpp"
+
+namespace sbx::sbxd {
+
+namespace {
+
+using http::Request;
+using http::Response;
+
+Error forbidden(std::string_view what) {
+    return make_coded_error(api::code::kForbidden, "this API key is scoped to one sandbox and cannot {}", what);
+}
+
+// Idempotency-Key (product.md §5): 1-255 visible ASCII characters. The
+// body's hash is of its parsed form, so that whitespace or key order do
+// not make the same request look different.
+Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request) {
+    std::string_view key = request.header("Idempotency-Key");
+    if (key.empty()) {
+        return std::optional<IdempotencyClaim>();
+    }
+    bool visible = std::all_of(key.begin(), key.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+    if (key.size() > 255 || !visible) {
+        return api::invalid_argument("Idempotency-Key must be 1-255 visible ASCII characters");
+    }
+    auto body = api::parse_body(request.body);
+    if (!body) {
+        return body.error();
+    }
+    return std::optional<IdempotencyClaim>(IdempotencyClaim{std::string(key), sha256_hex(body->dump())});
+}
+
+std::string query_value(const Request& request, std::string_view name) {
+    for (const auto& [key, value] : request.query) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return {};
+}
+
+Result<void> no_query(const Request& request) {
+    if (!request.query.empty()) {
+        return api::invalid_argument(fmt::format("unknown query parameter '{}'", request.query.front().first));
+    }
+    return ok();
+}
+
+}  // namespace
+
+UnixMillis system_now() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock)
+    : store_(store), driver_(driver), info_(std::move(info)), clock_(std::move(clock)), started_at_(clock_()) {
+    add_routes();
+}
+
+void ApiService::add_routes() {
+    // Health is for every caller that authenticated, scoped or not.
+    router_.add("GET", "/v1/health",
+                [this](const Request& request, const PathParams& params) { return health(request, params); });
+    host_route("GET", "/v1/limits", &ApiService::limits);
+    host_route("GET", "/v1/sandboxes", &ApiService::list_sandboxes);
+    host_route("POST", "/v1/sandboxes", &ApiService::create_sandbox);
+    sandbox_route("GET", "/v1/sandboxes/{id}", &ApiService::get_sandbox);
+    host_route("DELETE", "/v1/sandboxes/{id}", &ApiService::delete_sandbox);
+    sandbox_route("POST", "/v1/sandboxes/{id}/stop", &ApiService::stop_sandbox);
+    sandbox_route("POST", "/v1/sandboxes/{id}/resume", &ApiService::resume_sandbox);
+    host_route("POST", "/v1/sandboxes/{id}/fork", &ApiService::fork_sandbox);
+    host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
+    sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
+    host_route("GET", "/v1/snapshots", &ApiService::list_snapshots);
+    host_route("GET", "/v1/events", &ApiService::list_events);
+}
+
+void ApiService::host_route(std::string_view method, std::string_view pattern,
+                            Response (ApiService::*handler)(const Request&, const PathParams&) const) {
+    router_.add(method, pattern, [this, handler](const Request& request, const PathParams& params) {
+        if (!request.principal.host_wide()) {
+            return Response::error(forbidden("use host-wide routes"), request.request_id);
+        }
+        return (this->*handler)(request, params);
+    });
+}
+
+void ApiService::sandbox_route(std::string_view method, std::string_view pattern,
+                               Response (ApiService::*handler)(const Request&, const PathParams&) const) {
+    router_.add(method, pattern, [this, handler](const Request& request, const PathParams& params) {
+        const auto& scope = request.principal.sandbox_id;
+        if (scope && *scope != params.at("id")) {
+            return Response::error(forbidden("reach other sandboxes"), request.request_id);
+        }
+        return (this->*handler)(request, params);
+    });
+}
+
+Response ApiService::handle(Request request) const {
+    if (request.transport == http::Transport::Tcp) {
+        auto principal = authenticate_bearer(store_, request.header("Authorization"));
+        if (!principal) {
+            Response response = Response::error(principal.error(), request.request_id);
+            if (principal.error().code == api::code::kUnauthorized) {
+                response.headers.emplace_back("WWW-Authenticate", "Bearer");  // RFC 6750 §3
+            }
+            return response;
+        }
+        request.principal = std::move(*principal);
+    }
+    return router_.dispatch(request);
+}
+
+Response ApiService::health(const Request& request, const PathParams&) const {
+    return Response::ok({{"host", info_.host_name},
+                         {"version", info_.version},
+                         {"uptimeSeconds", (clock_() - started_at_) / 1000},
+                         {"schemaVersion", Store::latest_schema_version()}},
+                        request.request_id);
+}
+
+Response ApiService::limits(const Request& request, const PathParams&) const {
+    auto running = store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+    if (!running) {
+        return Response::error(running.error(), request.request_id);
+    }
+    const auto& l = info_.limits;
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& size : api::kSizes) {
+        sizes.push_back({{"name", size.name},
+                         {"cpus", std::min(size.cpus, l.host_cpus)},
+                         {"memoryMib", std::min(size.memory_mib, l.max_memory_mib)}});
+    }
+    return Response::ok({{"limits",
+                          {{"maxRunningSandboxes", l.max_sandboxes},
+                           {"runningSandboxes", running->size()},
+                           {"maxStartsPerMinute", l.max_starts_per_minute},
+                           {"hostCpus", l.host_cpus},
+                           {"hostMemoryMib", l.host_memory_mib},
+                           {"maxMemoryMibPerSandbox", l.max_memory_mib},
+                           {"minMemoryMibPerSandbox", l.min_memory_mib},
+                           {"maxDiskGib", l.max_disk_gib},
+                           {"defaultDiskGib", l.default_disk_gib},
+                           {"sizes", sizes}}}},
+                        request.request_id);
+}
+
+Response ApiService::list_sandboxes(const Request& request, const PathParams&) const {
+    auto query = api::parse_list_query(request.query);
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    auto sandboxes = store_.list_sandboxes({query->labels, query->states});
+    if (!sandboxes) {
+        return Response::error(sandboxes.error(), request.request_id);
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : *sandboxes) {
+        list.push_back(sandbox_json(s, info_.host_name));
+    }
+    return Response::ok({{"sandboxes", list}}, request.request_id);
+}
+
+Response ApiService::create_sandbox(const Request& request, const PathParams&) const {
+    auto parsed = api::parse_create(request.body);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    auto shape = api::resolve_shape(*parsed, info_.limits);
+    if (!shape) {
+        return Response::error(shape.error(), request.request_id);
+    }
+    auto claim = idempotency_claim(request);
+    if (!claim) {
+        return Response::error(claim.error(), request.request_id);
+    }
+    auto created = driver_.create(CreateSpec{*parsed, *shape, *claim});
+    if (!created) {
+        return Response::error(created.error(), request.request_id);
+    }
+    return Response::ok({{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
+                         {"replayed", created->replayed},
+                         {"warnings", shape->warnings}},
+                        request.request_id, created->replayed ? 200 : 201);
+}
+
+Response ApiService::get_sandbox(const Request& request, const PathParams& params) const {
+    if (auto q = no_query(request); !q) {
+        return Response::error(q.error(), request.request_id);
+    }
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    return Response::ok({{"sandbox", sandbox_json(*sandbox, info_.host_name)}}, request.request_id);
+}
+
+Response ApiService::delete_sandbox(const Request& request, const PathParams& params) const {
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    if (auto removed = driver_.remove(sandbox->id); !removed) {
+        return Response::error(removed.error(), request.request_id);
+    }
+    return Response::ok({{"deleted", {sandbox->id}}}, request.request_id);
+}
+
+Response ApiService::stop_sandbox(const Request& request, const PathParams& params) const {
+    auto parsed = api::parse_stop(request.body);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    auto stopped = driver_.stop(sandbox->id, *parsed);
+    if (!stopped) {
+        return Response::error(stopped.error(), request.request_id);
+    }
+    return Response::ok({{"sandbox", sandbox_json(*stopped, info_.host_name)}}, request.request_id);
+}
+
+Response ApiService::resume_sandbox(const Request& request, const PathParams& params) const {
+    auto parsed = api::parse_resume(request.body);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    auto resumed = driver_.resume(sandbox->id, *parsed);
+    if (!resumed) {
+        return Response::error(resumed.error(), request.request_id);
+    }
+    nlohmann::json fields = {{"sandbox", sandbox_json(resumed->sandbox, info_.host_name)},
+                             {"memoryRestored", resumed->memory_restored}};
+    if (!resumed->memory_restored) {
+        fields["resumeReason"] = resumed->resume_reason;
+    }
+    return Response::ok(std::move(fields), request.request_id);
+}
+
+Response ApiService::fork_sandbox(const Request& request, const PathParams& params) const {
+    auto parsed = api::parse_fork(request.body);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    auto claim = idempotency_claim(request);
+    if (!claim) {
+        return Response::error(claim.error(), request.request_id);
+    }
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    auto children = driver_.fork(sandbox->id, *parsed, *claim);
+    if (!children) {
+        return Response::error(children.error(), request.request_id);
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& child : *children) {
+        list.push_back(sandbox_json(child, info_.host_name));
+    }
+    return Response::ok({{"sandboxes", list}}, request.request_id, 201);
+}
+
+Response ApiService::snapshot_sandbox(const Request& request, const PathParams& params) const {
+    auto parsed = api::parse_snapshot(request.body);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    auto snapshot = driver_.snapshot(sandbox->id, *parsed);
+    if (!snapshot) {
+        return Response::error(snapshot.error(), request.request_id);
+    }
+    return Response::ok({{"snapshot", snapshot_json(*snapshot)}}, request.request_id, 201);
+}
+
+Response ApiService::history(const Request& request, const PathParams& params) const {
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    auto execs = store_.list_execs(sandbox->id);
+    if (!execs) {
+        return Response::error(execs.error(), request.request_id);
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : *execs) {
+        list.push_back(exec_json(e));
+    }
+    return Response::ok({{"history", list}}, request.request_id);
+}
+
+Response ApiService::list_snapshots(const Request& request, const PathParams&) const {
+    auto snapshots = store_.list_snapshots();
+    if (!snapshots) {
+        return Response::error(snapshots.error(), request.request_id);
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : *snapshots) {
+        list.push_back(snapshot_json(s));
+    }
+    return Response::ok({{"snapshots", list}}, request.request_id);
+}
+
+Response ApiService::list_events(const Request& request, const PathParams&) const {
+    std::int64_t after = 0;
+    std::string after_text = query_value(request, "after");
+    for (const auto& [key, value] : request.query) {
+        if (key != "after") {
+            return Response::error(api::invalid_argument(fmt::format("unknown query parameter '{}' (after)", key)),
+                                   request.request_id);
+        }
+    }
+    if (!after_text.empty()) {
+        auto [end, ec] = std::from_chars(after_text.data(), after_text.data() + after_text.size(), after);
+        if (ec != std::errc() || end != after_text.data() + after_text.size() || after < 0) {
+            return Response::error(api::invalid_argument("after must be an event id"), request.request_id);
+        }
+    }
+    auto events = store_.list_events(after, 1000);
+    if (!events) {
+        return Response::error(events.error(), request.request_id);
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : *events) {
+        list.push_back(event_json(e));
+    }
+    return Response::ok({{"events", list}}, request.request_id);
+}
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,71 @@
+// The /v1 API over the store and the sandbox driver (docs/api.md): one
+// handle() per request, run on a worker thread. It authenticates (a TCP
+// request needs a bearer key; the Unix socket's file permissions already
+// decided who may connect), authorizes by the key's scope, routes, and
+// turns every failure into the API's JSON error.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/http/router.hpp"
+#include "host-tools/sbxd/store/store.hpp"
+
+namespace sbx::sbxd {
+
+struct DaemonInfo {
+    std::string host_name;  // named in every sandbox (product.md §7)
+    std::string version;
+    std::string images_dir;
+    api::HostLimits limits;
+};
+
+using Clock = std::function<UnixMillis()>;
+
+// Wall-clock Unix milliseconds.
+[[nodiscard]] UnixMillis system_now();
+
+class ApiService {
+public:
+    ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock = system_now);
+
+    [[nodiscard]] http::Response handle(http::Request request) const;
+
+private:
+    using PathParams = http::PathParams;
+    using Request = http::Request;
+    using Response = http::Response;
+
+    void add_routes();
+    // The route runs only for host-wide callers / for callers whose scope
+    // covers the sandbox named by the path's {id}; others get 403.
+    void host_route(std::string_view method, std::string_view pattern,
+                    Response (ApiService::*handler)(const Request&, const PathParams&) const);
+    void sandbox_route(std::string_view method, std::string_view pattern,
+                       Response (ApiService::*handler)(const Request&, const PathParams&) const);
+
+    Response health(const Request& request, const PathParams& params) const;
+    Response limits(const Request& request, const PathParams& params) const;
+    Response list_sandboxes(const Request& request, const PathParams& params) const;
+    Response create_sandbox(const Request& request, const PathParams& params) const;
+    Response get_sandbox(const Request& request, const PathParams& params) const;
+    Response delete_sandbox(const Request& request, const PathParams& params) const;
+    Response stop_sandbox(const Request& request, const PathParams& params) const;
+    Response resume_sandbox(const Request& request, const PathParams& params) const;
+    Response fork_sandbox(const Request& request, const PathParams& params) const;
+    Response snapshot_sandbox(const Request& request, const PathParams& params) const;
+    Response history(const Request& request, const PathParams& params) const;
+    Response list_snapshots(const Request& request, const PathParams& params) const;
+    Response list_events(const Request& request, const PathParams& params) const;
+
+    Store& store_;
+    SandboxDriver& driver_;
+    DaemonInfo info_;
+    Clock clock_;
+    UnixMillis started_at_;
+    http::Router router_;
+};
+
+}  // namespace sbx::sbxd

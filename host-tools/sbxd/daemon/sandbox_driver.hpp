@@ -1,0 +1,69 @@
+// What the API handlers ask of the part of sbxd that runs sandboxes: the
+// VMM driver (spawning one sbx-vmm per sandbox in its own process group,
+// warm templates, disks, re-adoption after a restart). Handlers validate,
+// authorize and read the store; everything that changes a sandbox goes
+// through this interface, on a worker thread, and may block.
+//
+// Until the driver exists, UnimplementedDriver answers every operation
+// with 501 not_implemented.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "host-tools/sbxd/api/requests.hpp"
+#include "host-tools/sbxd/store/records.hpp"
+#include "host-tools/sbxd/store/store.hpp"
+
+namespace sbx::sbxd {
+
+struct CreateSpec {
+    api::CreateRequest request;
+    api::SandboxShape shape;
+    std::optional<IdempotencyClaim> claim;
+};
+
+struct ResumeOutcome {
+    SandboxRecord sandbox;
+    bool memory_restored = false;
+    std::string resume_reason;  // when not restored: cpu_mismatch, resized, no_memory_snapshot, restore_failed
+};
+
+class SandboxDriver {
+public:
+    virtual ~SandboxDriver() = default;
+    [[nodiscard]] virtual Result<CreateOutcome> create(const CreateSpec& spec) = 0;
+    [[nodiscard]] virtual Result<SandboxRecord> stop(const std::string& id, const api::StopRequest& request) = 0;
+    [[nodiscard]] virtual Result<ResumeOutcome> resume(const std::string& id, const api::ResumeRequest& request) = 0;
+    [[nodiscard]] virtual Result<std::vector<SandboxRecord>> fork(const std::string& id,
+                                                                  const api::ForkRequest& request,
+                                                                  const std::optional<IdempotencyClaim>& claim) = 0;
+    [[nodiscard]] virtual Result<void> remove(const std::string& id) = 0;
+    [[nodiscard]] virtual Result<SnapshotRecord> snapshot(const std::string& id,
+                                                          const api::SnapshotRequest& request) = 0;
+};
+
+class UnimplementedDriver final : public SandboxDriver {
+public:
+    Result<CreateOutcome> create(const CreateSpec&) override { return missing("create"); }
+    Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return missing("stop"); }
+    Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return missing("resume"); }
+    Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
+                                            const std::optional<IdempotencyClaim>&) override {
+        return missing("fork");
+    }
+    Result<void> remove(const std::string&) override { return missing("delete"); }
+    Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
+        return missing("snapshot");
+    }
+
+private:
+    static Error missing(std::string_view what) {
+        return make_coded_error("not_implemented", "sandbox {} needs the VMM driver, which this sbxd does not have yet",
+                                what);
+    }
+};
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,81 @@
+#include "host-tools/sbxd/daemon/views.hpp"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace sbx::sbxd {
+
+namespace {
+
+nlohmann::json optional_time(const std::optional<UnixMillis>& at) {
+    return at ? nlohmann::json(rfc3339(*at)) : nlohmann::json(nullptr);
+}
+
+nlohmann::json parsed_or_text(const std::string& text) {
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    return json.is_discarded() ? nlohmann::json(text) : json;
+}
+
+}  // namespace
+
+std::string rfc3339(UnixMillis at) {
+    std::time_t seconds = static_cast<std::time_t>(at / 1000);
+    auto millis = at % 1000;
+    if (millis < 0) {
+        millis += 1000;
+        --seconds;
+    }
+    std::tm tm{};
+    ::gmtime_r(&seconds, &tm);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                       tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+}
+
+nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
+    nlohmann::json env_names = nlohmann::json::array();
+    for (const auto& [name, value] : s.env) {
+        env_names.push_back(name);
+    }
+    return {
+        {"id", s.id},
+        {"name", s.name},
+        {"state", to_string(s.state)},
+        {"host", host},
+        {"from", s.from},
+        {"size", s.size},
+        {"cpus", s.cpus},
+        {"memoryMib", s.memory_mib},
+        {"diskGib", s.disk_gib},
+        {"labels", s.labels},
+        {"envNames", env_names},
+        {"noEnv", s.no_env},
+        {"createdAt", rfc3339(s.created_at)},
+        {"startedAt", optional_time(s.started_at)},
+        {"lastActivityAt", rfc3339(s.last_activity_at)},
+        {"autoStopAt", optional_time(s.auto_stop_at)},
+        {"idleMinutes", s.idle_minutes ? nlohmann::json(*s.idle_minutes) : nlohmann::json(nullptr)},
+    };
+}
+
+nlohmann::json snapshot_json(const SnapshotRecord& s) {
+    return {{"name", s.name},         {"sourceSandboxId", s.source_sandbox_id}, {"hasMemory", s.has_memory},
+            {"from", s.from},         {"diskGib", s.disk_gib},                  {"createdAt", rfc3339(s.created_at)}};
+}
+
+nlohmann::json exec_json(const ExecRecord& e) {
+    return {{"id", e.id},
+            {"command", parsed_or_text(e.command)},
+            {"startedAt", rfc3339(e.started_at)},
+            {"exitCode", e.exit_code ? nlohmann::json(*e.exit_code) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json event_json(const EventRecord& e) {
+    return {{"id", e.id},
+            {"sandboxId", e.sandbox_id ? nlohmann::json(*e.sandbox_id) : nlohmann::json(nullptr)},
+            {"type", e.type},
+            {"data", parsed_or_text(e.data)},
+            {"at", rfc3339(e.at)}};
+}
+
+}  // namespace sbx::sbxd

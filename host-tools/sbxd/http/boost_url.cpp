@@ -1,0 +1,2 @@
+// Boost.URL's definitions, compiled once here (its header-only mode).
+#include <boost/url/src.hpp>

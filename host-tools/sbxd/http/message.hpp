@@ -1,0 +1,52 @@
+// sbxd's own view of an HTTP exchange, independent of Beast, so that the
+// router and the handlers are plain functions of a Request (and testable
+// without a socket).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "host-tools/sbxd/api/api_error.hpp"
+#include "host-tools/sbxd/auth/principal.hpp"
+
+namespace sbx::sbxd::http {
+
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+enum class Transport { Unix, Tcp };
+
+struct Request {
+    std::string method;  // "GET", as sent
+    std::string path;    // percent-decoded
+    Pairs query;         // percent-decoded, in order
+    Pairs headers;       // names as sent
+    std::string body;
+    std::string request_id;
+    Transport transport = Transport::Unix;
+    Principal principal;  // set by the daemon's authentication before routing
+
+    // The first header of that name (case-insensitive, RFC 9110 §5.1), or "".
+    [[nodiscard]] std::string_view header(std::string_view name) const;
+};
+
+struct Response {
+    int status = 200;
+    std::string body;  // JSON
+    Pairs headers;     // besides Content-Type, Content-Length and X-Request-Id
+
+    // {"ok":true, "requestId":..., ...fields}
+    [[nodiscard]] static Response ok(nlohmann::json fields, std::string_view request_id, int status = 200);
+    [[nodiscard]] static Response error(const api::ApiError& error, std::string_view request_id);
+    [[nodiscard]] static Response error(const Error& error, std::string_view request_id);
+};
+
+// Splits a request target ("/v1/sandboxes?labels=a%3Db") into its decoded
+// path and query; bad_request when it is not an origin-form target
+// (RFC 9112 §3.2.1) or decodes badly.
+[[nodiscard]] Result<std::pair<std::string, Pairs>> split_target(std::string_view target);
+
+}  // namespace sbx::sbxd::http

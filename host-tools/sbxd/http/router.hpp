@@ -1,0 +1,35 @@
+// Routes of method + path pattern ("/v1/sandboxes/{id}") to handlers. A
+// path no route matches is 404 not_found; one that matches only with
+// other methods is 405 method_not_allowed with an Allow header (RFC 9110
+// §15.5.6).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "host-tools/sbxd/http/message.hpp"
+
+namespace sbx::sbxd::http {
+
+using PathParams = std::map<std::string, std::string, std::less<>>;
+using Handler = std::function<Response(const Request&, const PathParams&)>;
+
+class Router {
+public:
+    // Pattern segments in braces capture one non-empty path segment.
+    void add(std::string_view method, std::string_view pattern, Handler handler);
+    [[nodiscard]] Response dispatch(const Request& request) const;
+
+private:
+    struct Route {
+        std::string method;
+        std::vector<std::string> segments;
+        Handler handler;
+    };
+    std::vector<Route> routes_;
+};
+
+}  // namespace sbx::sbxd::http

@@ -1,0 +1,71 @@
+// HTTP/1.1 (RFC 9112) over Unix and TCP sockets with Boost.Beast, on one
+// asio io_context: reading, writing, keep-alive and limits happen on that
+// thread; every complete request is handed to a worker pool, and its
+// response is written back on the io_context (docs/sbxd.md, "Threads").
+// Protocol errors get the API's JSON error: 400 bad_request for an
+// unparsable request, 413 payload_too_large past the body limit (checked
+// against Content-Length before the body is read), 431 headers_too_large.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "base/unix_socket.hpp"
+#include "host-tools/sbxd/http/message.hpp"
+
+namespace sbx::sbxd::http {
+
+// `unix:PATH` or `tcp:HOST:PORT` (port 0: any free port).
+struct ListenAddress {
+    Transport transport = Transport::Unix;
+    std::string path;  // unix
+    std::string host;  // tcp: a numeric IPv4 or IPv6 address
+    std::uint16_t port = 0;
+};
+[[nodiscard]] Result<ListenAddress> parse_listen_address(std::string_view spec);
+
+struct ServerLimits {
+    std::size_t max_body_bytes = 1024 * 1024;
+    std::size_t max_header_bytes = 16 * 1024;
+    std::chrono::seconds idle_timeout{60};   // keep-alive wait for the next request
+    std::chrono::seconds read_timeout{30};   // one request's headers and body
+    std::chrono::seconds write_timeout{30};
+};
+
+// Runs on a worker thread; may block.
+using RequestHandler = std::function<Response(Request)>;
+
+class Server {
+public:
+    Server(boost::asio::io_context& io, boost::asio::thread_pool& workers, RequestHandler handler,
+           ServerLimits limits);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // Starts accepting; returns the address as it is bound (the real port
+    // for tcp:...:0). Call on the io_context's thread or before it runs.
+    [[nodiscard]] Result<std::string> listen(const ListenAddress& address, SocketAccess unix_access = {});
+    // Stops accepting (open connections finish their request); unlinks
+    // the Unix sockets it made.
+    void close();
+
+    class Listener;
+
+private:
+    boost::asio::io_context& io_;
+    boost::asio::thread_pool& workers_;
+    std::shared_ptr<const RequestHandler> handler_;
+    ServerLimits limits_;
+    std::vector<std::shared_ptr<Listener>> listeners_;
+};
+
+}  // namespace sbx::sbxd::http

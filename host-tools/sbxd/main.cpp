@@ -1,0 +1,252 @@
+// sbxd: the per-host supervisor (docs/sbxd.md, docs/api.md).
+//
+//   sbxd [--state-dir DIR] [--listen unix:PATH|tcp:HOST:PORT]... [--images DIR]
+//   sbxd keys create [--name NAME] [--sandbox ID]   prints a new API key once
+//   sbxd keys ls | sbxd keys rm KEY_ID
+//
+// Exit status: 0 after SIGTERM/SIGINT, 1 when it could not start (bad
+// flags, the state directory, a listener), 2 for a failed keys command.
+#include <CLI/CLI.hpp>
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "base/log.hpp"
+#include "host-tools/sbxd/auth/api_keys.hpp"
+#include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/daemon/views.hpp"
+#include "host-tools/sbxd/http/server.hpp"
+
+namespace {
+
+using namespace sbx;
+using namespace sbx::sbxd;
+namespace asio = boost::asio;
+
+constexpr const char* kVersion = "0.1.0";
+constexpr int kExitStartFailed = 1;
+constexpr int kExitKeysFailed = 2;
+
+struct Options {
+    std::string state_dir = "/var/lib/sandboxer";
+    std::vector<std::string> listen;
+    std::string images_dir;
+    std::string socket_group = "sandboxer";
+    unsigned workers = 0;
+    std::string key_name = "default";
+    std::string key_sandbox;
+    std::string key_id;
+};
+
+Result<void> make_directory(const std::string& path, unsigned mode) {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) {
+        return make_error("creating {}: {}", path, ec.message());
+    }
+    if (::chmod(path.c_str(), mode) != 0) {
+        return sys_error("setting the mode of {}", path);
+    }
+    return ok();
+}
+
+// The Unix socket is 0660 (issue 12), with group `sandboxer` when that
+// group exists so that its members may use sbx without root; otherwise
+// the group stays sbxd's own.
+SocketAccess unix_socket_access(const std::string& group_name) {
+    if (struct group* group = ::getgrnam(group_name.c_str()); group != nullptr) {
+        return SocketAccess{0660, static_cast<int>(group->gr_gid)};
+    }
+    return SocketAccess{0660, -1};
+}
+
+std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) {
+        return "localhost";
+    }
+    return name;
+}
+
+std::string default_images_dir() {
+    if (const char* cache = std::getenv("SBX_CACHE_DIR"); cache != nullptr && *cache != '\0') {
+        return cache;
+    }
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+        return std::string(xdg) + "/sandboxer";
+    }
+    const char* home = std::getenv("HOME");
+    return std::string(home != nullptr ? home : "/root") + "/.cache/sandboxer";
+}
+
+int run_keys(Store& store, const std::string& command, const Options& options) {
+    if (command == "create") {
+        std::optional<std::string> scope;
+        if (!options.key_sandbox.empty()) {
+            scope = options.key_sandbox;
+        }
+        auto key = make_api_key(options.key_name, scope, system_now());
+        if (!key) {
+            std::fprintf(stderr, "sbxd: %s\n", key.error().to_string().c_str());
+            return kExitKeysFailed;
+        }
+        if (auto added = store.add_api_key(key->record); !added) {
+            std::fprintf(stderr, "sbxd: %s\n", added.error().to_string().c_str());
+            return kExitKeysFailed;
+        }
+        std::fprintf(stderr, "sbxd: created API key %s (%s); it is shown only now\n", key->record.id.c_str(),
+                     scope ? ("sandbox " + *scope).c_str() : "host-wide");
+        std::cout << key->secret << std::endl;
+        return 0;
+    }
+    if (command == "ls") {
+        auto keys = store.list_api_keys();
+        if (!keys) {
+            std::fprintf(stderr, "sbxd: %s\n", keys.error().to_string().c_str());
+            return kExitKeysFailed;
+        }
+        for (const auto& key : *keys) {
+            nlohmann::json line = {{"id", key.id}, {"name", key.name}, {"createdAt", rfc3339(key.created_at)},
+                                   {"sandboxId", key.sandbox_id ? nlohmann::json(*key.sandbox_id) : nullptr}};
+            std::cout << line.dump() << "\n";
+        }
+        return 0;
+    }
+    if (auto removed = store.remove_api_key(options.key_id); !removed) {
+        std::fprintf(stderr, "sbxd: %s\n", removed.error().to_string().c_str());
+        return kExitKeysFailed;
+    }
+    return 0;
+}
+
+// Drops expired idempotency keys, old history and events once an hour, on
+// a worker (the store blocks).
+void schedule_prune(asio::steady_timer& timer, asio::thread_pool& workers, Store& store) {
+    timer.expires_after(std::chrono::hours(1));
+    timer.async_wait([&timer, &workers, &store](boost::system::error_code ec) {
+        if (ec) {
+            return;
+        }
+        asio::post(workers, [&store] {
+            if (auto pruned = store.prune(system_now()); !pruned) {
+                log::warn("pruning the store: {}", pruned.error().to_string());
+            }
+        });
+        schedule_prune(timer, workers, store);
+    });
+}
+
+int serve(Store& store, const Options& options) {
+    std::vector<http::ListenAddress> addresses;
+    for (const auto& spec : options.listen.empty() ? std::vector<std::string>{"unix:/run/sandboxer/sbxd.sock"}
+                                                   : options.listen) {
+        auto address = http::parse_listen_address(spec);
+        if (!address) {
+            log::error("{}", address.error().to_string());
+            return kExitStartFailed;
+        }
+        addresses.push_back(*address);
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+
+    asio::io_context io(1);
+    const unsigned worker_count =
+        options.workers != 0 ? options.workers : std::max(4U, std::thread::hardware_concurrency());
+    asio::thread_pool workers(worker_count);
+    UnimplementedDriver driver;
+    DaemonInfo info{host_name(), kVersion, options.images_dir.empty() ? default_images_dir() : options.images_dir,
+                    api::detect_host_limits()};
+    ApiService service(store, driver, info);
+    http::Server server(io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
+                        http::ServerLimits{});
+    const SocketAccess access = unix_socket_access(options.socket_group);
+    for (const auto& address : addresses) {
+        if (address.transport == http::Transport::Unix) {
+            auto parent = std::filesystem::path(address.path).parent_path();
+            std::error_code ec;
+            if (!parent.empty() && !std::filesystem::exists(parent) && (std::filesystem::create_directories(parent, ec), ec)) {
+                log::error("creating {}: {}", parent.string(), ec.message());
+                return kExitStartFailed;
+            }
+        }
+        auto bound = server.listen(address, access);
+        if (!bound) {
+            log::error("{}", bound.error().to_string());
+            return kExitStartFailed;
+        }
+        log::info("sbxd {} listening on {}{}", kVersion, *bound,
+                  address.transport == http::Transport::Tcp ? " (API key required)" : "");
+    }
+
+    asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](boost::system::error_code ec, int signal) {
+        if (!ec) {
+            log::info("signal {}: stopping", signal);
+        }
+        server.close();
+        io.stop();
+    });
+    asio::steady_timer prune_timer(io);
+    asio::post(workers, [&store] { (void)store.prune(system_now()); });
+    schedule_prune(prune_timer, workers, store);
+
+    io.run();
+    server.close();
+    workers.join();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options options;
+    CLI::App app{"sbxd: the Sandboxer host supervisor (REST/JSON API over HTTP/1.1)"};
+    app.fallthrough();
+    app.require_subcommand(0, 1);
+    app.add_option("--state-dir", options.state_dir, "state: the database and one folder per sandbox")
+        ->capture_default_str();
+    app.add_option("--listen", options.listen,
+                   "unix:PATH (default unix:/run/sandboxer/sbxd.sock) or tcp:HOST:PORT (API keys required); repeatable");
+    app.add_option("--images", options.images_dir, "the guest images (default: the images/build cache)");
+    app.add_option("--socket-group", options.socket_group, "group of the Unix socket (0660) when it exists")
+        ->capture_default_str();
+    app.add_option("--workers", options.workers, "worker threads for request handling (default: max(4, CPUs))");
+    auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
+    keys->require_subcommand(1);
+    auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");
+    create->add_option("--name", options.key_name, "a label for the key")->capture_default_str();
+    create->add_option("--sandbox", options.key_sandbox, "scope the key to this sandbox");
+    auto* list = keys->add_subcommand("ls", "list keys (never the secrets), JSON Lines");
+    auto* remove = keys->add_subcommand("rm", "revoke a key");
+    remove->add_option("id", options.key_id, "the key's id (key_...)")->required();
+    CLI11_PARSE(app, argc, argv);
+
+    if (auto made = make_directory(options.state_dir, 0700); !made) {
+        log::error("state directory: {}", made.error().to_string());
+        return kExitStartFailed;
+    }
+    auto store = Store::open(options.state_dir + "/sbxd.db");
+    if (!store) {
+        log::error("{}", store.error().to_string());
+        return kExitStartFailed;
+    }
+    if (keys->parsed()) {
+        std::string command = create->parsed() ? "create" : list->parsed() ? "ls" : "rm";
+        return run_keys(**store, command, options);
+    }
+    return serve(**store, options);
+}
