@@ -120,7 +120,9 @@ int run_keys(Store& store, const std::string& command, const Options& options) {
             return kExitKeysFailed;
         }
         for (const auto& key : *keys) {
-            nlohmann::json line = {{"id", key.id}, {"name", key.name}, {"createdAt", rfc3339(key.created_at)},
+            nlohmann::json line = {{"id", key.id},
+                                   {"name", key.name},
+                                   {"createdAt", rfc3339(key.created_at)},
                                    {"sandboxId", key.sandbox_id ? nlohmann::json(*key.sandbox_id) : nullptr}};
             std::cout << line.dump() << "\n";
         }
@@ -168,17 +170,20 @@ int serve(Store& store, const Options& options) {
         options.workers != 0 ? options.workers : std::max(4U, std::thread::hardware_concurrency());
     asio::thread_pool workers(worker_count);
     UnimplementedDriver driver;
-    DaemonInfo info{host_name(), kVersion, options.images_dir.empty() ? default_images_dir() : options.images_dir,
+    DaemonInfo info{host_name(), kVersion,
+                    options.images_dir.empty() ? default_images_dir() : options.images_dir,
                     api::detect_host_limits()};
     ApiService service(store, driver, info);
-    http::Server server(io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
-                        http::ServerLimits{});
+    http::Server server(
+        io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
+        http::ServerLimits{});
     const SocketAccess access = unix_socket_access(options.socket_group);
     for (const auto& address : addresses) {
         if (address.transport == http::Transport::Unix) {
             auto parent = std::filesystem::path(address.path).parent_path();
             std::error_code ec;
-            if (!parent.empty() && !std::filesystem::exists(parent) && (std::filesystem::create_directories(parent, ec), ec)) {
+            if (!parent.empty() && !std::filesystem::exists(parent) &&
+                (std::filesystem::create_directories(parent, ec), ec)) {
                 log::error("creating {}: {}", parent.string(), ec.message());
                 return kExitStartFailed;
             }
@@ -219,12 +224,14 @@ int main(int argc, char** argv) {
     app.require_subcommand(0, 1);
     app.add_option("--state-dir", options.state_dir, "state: the database and one folder per sandbox")
         ->capture_default_str();
-    app.add_option("--listen", options.listen,
-                   "unix:PATH (default unix:/run/sandboxer/sbxd.sock) or tcp:HOST:PORT (API keys required); repeatable");
+    app.add_option(
+        "--listen", options.listen,
+        "unix:PATH (default unix:/run/sandboxer/sbxd.sock) or tcp:HOST:PORT (API keys required); repeatable");
     app.add_option("--images", options.images_dir, "the guest images (default: the images/build cache)");
     app.add_option("--socket-group", options.socket_group, "group of the Unix socket (0660) when it exists")
         ->capture_default_str();
-    app.add_option("--workers", options.workers, "worker threads for request handling (default: max(4, CPUs))");
+    app.add_option("--workers", options.workers,
+                   "worker threads for request handling (default: max(4, CPUs))");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

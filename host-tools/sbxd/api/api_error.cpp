@@ -9,12 +9,15 @@ namespace sbx::sbxd::api {
 namespace {
 
 constexpr std::pair<std::string_view, int> kStatuses[] = {
-    {code::kBadRequest, 400},         {code::kInvalidArgument, 400},  {code::kUnauthorized, 401},
-    {code::kForbidden, 403},          {code::kNotFound, 404},         {code::kMethodNotAllowed, 405},
-    {code::kInvalidState, 409},       {code::kIdempotencyConflict, 409}, {code::kAlreadyExists, 409},
-    {code::kPayloadTooLarge, 413},    {code::kHeadersTooLarge, 431},  {code::kRateLimited, 429},
-    {code::kLimitReached, 429},       {code::kInternal, 500},         {code::kNotImplemented, 501},
-    {code::kNoReadyMachine, 502},     {code::kCapacityExceeded, 503},
+    {code::kBadRequest, 400},       {code::kInvalidArgument, 400},
+    {code::kUnauthorized, 401},     {code::kForbidden, 403},
+    {code::kNotFound, 404},         {code::kMethodNotAllowed, 405},
+    {code::kInvalidState, 409},     {code::kIdempotencyConflict, 409},
+    {code::kAlreadyExists, 409},    {code::kPayloadTooLarge, 413},
+    {code::kHeadersTooLarge, 431},  {code::kRateLimited, 429},
+    {code::kLimitReached, 429},     {code::kInternal, 500},
+    {code::kNotImplemented, 501},   {code::kNoReadyMachine, 502},
+    {code::kCapacityExceeded, 503},
 };
 
 }  // namespace

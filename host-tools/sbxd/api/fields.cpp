@@ -6,7 +6,9 @@
 
 namespace sbx::sbxd::api {
 
-Error invalid_argument(std::string message) { return Error{std::move(message), 0, std::string(code::kInvalidArgument)}; }
+Error invalid_argument(std::string message) {
+    return Error{std::move(message), 0, std::string(code::kInvalidArgument)};
+}
 
 Result<nlohmann::json> parse_body(std::string_view body) {
     if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
@@ -17,7 +19,8 @@ Result<nlohmann::json> parse_body(std::string_view body) {
         return make_coded_error(code::kBadRequest, "the request body is not valid JSON");
     }
     if (!json.is_object()) {
-        return make_coded_error(code::kBadRequest, "the request body must be a JSON object, not {}", json.type_name());
+        return make_coded_error(code::kBadRequest, "the request body must be a JSON object, not {}",
+                                json.type_name());
     }
     return json;
 }
@@ -58,7 +61,8 @@ Result<std::optional<bool>> Fields::boolean(std::string_view name) {
     return std::optional<bool>(value->get<bool>());
 }
 
-Result<std::optional<std::int64_t>> Fields::integer(std::string_view name, std::int64_t min, std::int64_t max) {
+Result<std::optional<std::int64_t>> Fields::integer(std::string_view name, std::int64_t min,
+                                                    std::int64_t max) {
     const auto* value = take(name);
     if (value == nullptr) {
         return std::optional<std::int64_t>();
@@ -84,12 +88,14 @@ Result<std::optional<StringMap>> Fields::string_map(std::string_view name) {
         return std::optional<StringMap>();
     }
     if (!value->is_object()) {
-        return invalid_argument(fmt::format("{} must be an object of strings, not {}", name, value->type_name()));
+        return invalid_argument(
+            fmt::format("{} must be an object of strings, not {}", name, value->type_name()));
     }
     StringMap map;
     for (const auto& [key, item] : value->items()) {
         if (!item.is_string()) {
-            return invalid_argument(fmt::format("{}.{} must be a string, not {}", name, key, item.type_name()));
+            return invalid_argument(
+                fmt::format("{}.{} must be a string, not {}", name, key, item.type_name()));
         }
         map.emplace(key, item.get<std::string>());
     }

@@ -17,7 +17,9 @@ namespace sbx::sbxd::api {
 
 namespace {
 
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_lower_alnum(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
 
 // Label keys: 1-63 of [a-z0-9._/-] starting with a letter or digit; values
 // up to 255 printable characters without ',' and '=' (the list selector's
@@ -55,12 +57,14 @@ Result<void> check_env(const StringMap& env) {
     }
     std::size_t bytes = 0;
     for (const auto& [key, value] : env) {
-        bool key_ok = !key.empty() && key.size() <= 128 && (std::isalpha(static_cast<unsigned char>(key[0])) != 0 || key[0] == '_') &&
+        bool key_ok = !key.empty() && key.size() <= 128 &&
+                      (std::isalpha(static_cast<unsigned char>(key[0])) != 0 || key[0] == '_') &&
                       std::all_of(key.begin(), key.end(), [](char c) {
                           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
                       });
         if (!key_ok) {
-            return invalid_argument(fmt::format("env name '{}' must be letters, digits and _, not starting with a digit", key));
+            return invalid_argument(
+                fmt::format("env name '{}' must be letters, digits and _, not starting with a digit", key));
         }
         if (key.rfind("SANDBOXER_", 0) == 0) {
             return invalid_argument(fmt::format("env name '{}': SANDBOXER_ variables are set by sbxd", key));
@@ -121,16 +125,26 @@ Result<std::int64_t> parse_duration(std::string_view text) {
         std::int64_t number = 0;
         auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), number);
         if (ec != std::errc() || end == rest.data() + rest.size()) {
-            return invalid_argument(fmt::format("ttl '{}' must be numbers with units s, m, h or d (e.g. 2h30m)", text));
+            return invalid_argument(
+                fmt::format("ttl '{}' must be numbers with units s, m, h or d (e.g. 2h30m)", text));
         }
         std::int64_t unit = 0;
         switch (*end) {
-            case 's': unit = 1; break;
-            case 'm': unit = 60; break;
-            case 'h': unit = 3600; break;
-            case 'd': unit = 86400; break;
+            case 's':
+                unit = 1;
+                break;
+            case 'm':
+                unit = 60;
+                break;
+            case 'h':
+                unit = 3600;
+                break;
+            case 'd':
+                unit = 86400;
+                break;
             default:
-                return invalid_argument(fmt::format("ttl '{}': unknown unit '{}' (s, m, h or d)", text, *end));
+                return invalid_argument(
+                    fmt::format("ttl '{}': unknown unit '{}' (s, m, h or d)", text, *end));
         }
         if (number < 0 || number > kMaxTtlSeconds) {
             return invalid_argument(fmt::format("ttl '{}' is longer than 30 days", text));
@@ -171,7 +185,8 @@ Result<CreateRequest> parse_create(std::string_view body) {
     r.disk_gib = as_int(*disk);
     if (*from && !is_valid_name(**from)) {
         return invalid_argument(fmt::format(
-            "from '{}' must name an image or snapshot: 1-63 of a-z 0-9 . _ - starting with a letter or digit", **from));
+            "from '{}' must name an image or snapshot: 1-63 of a-z 0-9 . _ - starting with a letter or digit",
+            **from));
     }
     r.from = *from;
     r.labels = labels->value_or(StringMap{});
@@ -261,14 +276,17 @@ Result<ListQuery> parse_list_query(const std::vector<std::pair<std::string, std:
             if (key == "labels") {
                 auto eq = item.find('=');
                 if (eq == std::string_view::npos || eq == 0) {
-                    return invalid_argument(fmt::format("labels selector '{}' must be key=value[,key=value...]", value));
+                    return invalid_argument(
+                        fmt::format("labels selector '{}' must be key=value[,key=value...]", value));
                 }
                 q.labels[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
             } else {
                 auto state = parse_sandbox_state(item);
                 if (!state) {
-                    return invalid_argument(fmt::format("state '{}' is none of creating, running, stopping, "
-                                                        "stopped, paused, crashed, deleting", item));
+                    return invalid_argument(
+                        fmt::format("state '{}' is none of creating, running, stopping, "
+                                    "stopped, paused, crashed, deleting",
+                                    item));
                 }
                 q.states.push_back(*state);
             }
@@ -289,8 +307,9 @@ Result<SandboxShape> resolve_shape(const CreateRequest& request, const HostLimit
     if (shape.cpus > host.host_cpus || shape.memory_mib > host.max_memory_mib) {
         shape.cpus = std::min(shape.cpus, host.host_cpus);
         shape.memory_mib = std::min(shape.memory_mib, host.max_memory_mib);
-        shape.warnings.push_back(fmt::format("size {} ({} vCPU, {} MiB) scaled down to {} vCPU, {} MiB on this host",
-                                             size.name, size.cpus, size.memory_mib, shape.cpus, shape.memory_mib));
+        shape.warnings.push_back(
+            fmt::format("size {} ({} vCPU, {} MiB) scaled down to {} vCPU, {} MiB on this host", size.name,
+                        size.cpus, size.memory_mib, shape.cpus, shape.memory_mib));
     }
     if (request.cpus) {
         if (*request.cpus > host.host_cpus) {
@@ -302,16 +321,17 @@ Result<SandboxShape> resolve_shape(const CreateRequest& request, const HostLimit
     }
     if (request.memory_mib) {
         if (*request.memory_mib < host.min_memory_mib || *request.memory_mib > host.max_memory_mib) {
-            return invalid_argument(fmt::format("memoryMib must be {} to {} on this host, not {}", host.min_memory_mib,
-                                                host.max_memory_mib, *request.memory_mib));
+            return invalid_argument(fmt::format("memoryMib must be {} to {} on this host, not {}",
+                                                host.min_memory_mib, host.max_memory_mib,
+                                                *request.memory_mib));
         }
         shape.memory_mib = *request.memory_mib;
         shape.size = "custom";
     }
     shape.disk_gib = request.disk_gib.value_or(host.default_disk_gib);
     if (shape.disk_gib > host.max_disk_gib) {
-        return invalid_argument(
-            fmt::format("diskGib {} is more than this host's limit of {}", shape.disk_gib, host.max_disk_gib));
+        return invalid_argument(fmt::format("diskGib {} is more than this host's limit of {}", shape.disk_gib,
+                                            host.max_disk_gib));
     }
     return shape;
 }

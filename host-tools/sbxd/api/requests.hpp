@@ -19,8 +19,8 @@
 
 namespace sbx::sbxd::api {
 
-inline constexpr std::int64_t kDefaultTtlSeconds = 3600;            // product.md §2: 1 h
-inline constexpr std::int64_t kMaxTtlSeconds = 30LL * 24 * 3600;    // up to 30 days
+inline constexpr std::int64_t kDefaultTtlSeconds = 3600;          // product.md §2: 1 h
+inline constexpr std::int64_t kMaxTtlSeconds = 30LL * 24 * 3600;  // up to 30 days
 inline constexpr std::int64_t kMinTtlSeconds = 60;
 inline constexpr int kMaxIdleMinutes = 30 * 24 * 60;
 inline constexpr int kMaxForkCount = 16;
@@ -37,8 +37,8 @@ struct CreateRequest {
     StringMap labels;
     StringMap env;
     bool no_env = false;
-    std::optional<int> idle_minutes;         // 0 or absent: no idle pause
-    std::optional<std::int64_t> ttl_seconds; // absent: the default (unless no_auto_stop)
+    std::optional<int> idle_minutes;          // 0 or absent: no idle pause
+    std::optional<std::int64_t> ttl_seconds;  // absent: the default (unless no_auto_stop)
     bool no_auto_stop = false;
 };
 
@@ -71,7 +71,8 @@ struct ListQuery {
 [[nodiscard]] Result<SnapshotRequest> parse_snapshot(std::string_view body);
 // Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)
 // and state=running,stopped (repeatable). Others are refused.
-[[nodiscard]] Result<ListQuery> parse_list_query(const std::vector<std::pair<std::string, std::string>>& params);
+[[nodiscard]] Result<ListQuery> parse_list_query(
+    const std::vector<std::pair<std::string, std::string>>& params);
 
 // "90s", "30m", "2h30m", "7d": whole seconds.
 [[nodiscard]] Result<std::int64_t> parse_duration(std::string_view text);

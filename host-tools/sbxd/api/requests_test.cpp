@@ -132,7 +132,8 @@ TEST_CASE("limits on labels and env sizes") {
     CHECK(parse_create(nlohmann::json{{"labels", labels}}.dump()).has_value());
     CHECK(code_of(parse_create(nlohmann::json{{"labels", {{std::string(64, 'a'), "v"}}}}.dump())) ==
           "invalid_argument");
-    CHECK(parse_create(nlohmann::json{{"labels", {{std::string(63, 'a'), std::string(255, 'v')}}}}.dump()).has_value());
+    CHECK(parse_create(nlohmann::json{{"labels", {{std::string(63, 'a'), std::string(255, 'v')}}}}.dump())
+              .has_value());
     CHECK(code_of(parse_create(nlohmann::json{{"env", {{"BIG", std::string(70000, 'x')}}}}.dump())) ==
           "invalid_argument");
     CHECK(code_of(parse_create(nlohmann::json{{"env", {{"NUL", std::string("a\0b", 3)}}}}.dump())) ==
@@ -183,11 +184,13 @@ TEST_CASE("stop, resume, fork and snapshot bodies") {
     CHECK(code_of(parse_snapshot("{}")) == "invalid_argument");
     CHECK(code_of(parse_snapshot(R"({"name":"-lead"})")) == "invalid_argument");
     CHECK(code_of(parse_snapshot(R"({"name":"a/b"})")) == "invalid_argument");
-    CHECK(code_of(parse_snapshot(nlohmann::json{{"name", std::string(64, 'a')}}.dump())) == "invalid_argument");
+    CHECK(code_of(parse_snapshot(nlohmann::json{{"name", std::string(64, 'a')}}.dump())) ==
+          "invalid_argument");
 }
 
 TEST_CASE("list selectors") {
-    auto q = parse_list_query({{"labels", "owner=alice,run=42"}, {"state", "running,paused"}, {"labels", "x=y"}});
+    auto q =
+        parse_list_query({{"labels", "owner=alice,run=42"}, {"state", "running,paused"}, {"labels", "x=y"}});
     REQUIRE(q.has_value());
     CHECK(q->labels == StringMap{{"owner", "alice"}, {"run", "42"}, {"x", "y"}});
     CHECK(q->states == std::vector<SandboxState>{SandboxState::Running, SandboxState::Paused});
@@ -247,8 +250,11 @@ TEST_CASE("the error format and the status of every code") {
     auto internal = to_api_error(make_coded_error("store", "disk I/O error"));
     CHECK(internal.status == 500);
     CHECK(internal.code == "internal");
-    auto body = nlohmann::json::parse(error_body(to_api_error(make_coded_error("invalid_state", "sandbox is stopped")),
-                                                 "req_1"));
-    CHECK(body == nlohmann::json{{"ok", false}, {"status", 409}, {"code", "invalid_state"},
-                                 {"message", "sandbox is stopped"}, {"requestId", "req_1"}});
+    auto body = nlohmann::json::parse(
+        error_body(to_api_error(make_coded_error("invalid_state", "sandbox is stopped")), "req_1"));
+    CHECK(body == nlohmann::json{{"ok", false},
+                                 {"status", 409},
+                                 {"code", "invalid_state"},
+                                 {"message", "sandbox is stopped"},
+                                 {"requestId", "req_1"}});
 }

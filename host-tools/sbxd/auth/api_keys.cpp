@@ -10,7 +10,9 @@ namespace {
 constexpr std::string_view kKeyPrefix = "sbxk_";
 constexpr std::size_t kKeyBytes = 32;
 
-Error unauthorized(std::string_view why) { return make_coded_error("unauthorized", "{}", why); }
+Error unauthorized(std::string_view why) {
+    return make_coded_error("unauthorized", "{}", why);
+}
 
 }  // namespace
 
@@ -25,7 +27,8 @@ Result<NewApiKey> make_api_key(std::string name, std::optional<std::string> sand
     }
     NewApiKey key;
     key.secret = std::string(kKeyPrefix) + *secret;
-    key.record = ApiKeyRecord{"key_" + *id, sha256_hex(key.secret), std::move(name), std::move(sandbox_id), now};
+    key.record =
+        ApiKeyRecord{"key_" + *id, sha256_hex(key.secret), std::move(name), std::move(sandbox_id), now};
     return key;
 }
 
@@ -38,7 +41,8 @@ Result<Principal> authenticate_bearer(Store& store, std::string_view authorizati
         return unauthorized("the Authorization header must be 'Bearer <API key>'");
     }
     std::string_view secret = authorization.substr(kScheme.size());
-    if (secret.substr(0, kKeyPrefix.size()) != kKeyPrefix || secret.size() != kKeyPrefix.size() + 2 * kKeyBytes) {
+    if (secret.substr(0, kKeyPrefix.size()) != kKeyPrefix ||
+        secret.size() != kKeyPrefix.size() + 2 * kKeyBytes) {
         return unauthorized("the API key is not one sbxd issued");
     }
     auto found = store.find_api_key(sha256_hex(secret));

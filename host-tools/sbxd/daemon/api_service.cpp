@@ -17,7 +17,8 @@ using http::Request;
 using http::Response;
 
 Error forbidden(std::string_view what) {
-    return make_coded_error(api::code::kForbidden, "this API key is scoped to one sandbox and cannot {}", what);
+    return make_coded_error(api::code::kForbidden, "this API key is scoped to one sandbox and cannot {}",
+                            what);
 }
 
 // Idempotency-Key (product.md §5): 1-255 visible ASCII characters. The
@@ -50,7 +51,8 @@ std::string query_value(const Request& request, std::string_view name) {
 
 Result<void> no_query(const Request& request) {
     if (!request.query.empty()) {
-        return api::invalid_argument(fmt::format("unknown query parameter '{}'", request.query.front().first));
+        return api::invalid_argument(
+            fmt::format("unknown query parameter '{}'", request.query.front().first));
     }
     return ok();
 }
@@ -58,12 +60,17 @@ Result<void> no_query(const Request& request) {
 }  // namespace
 
 UnixMillis system_now() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
 ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock)
-    : store_(store), driver_(driver), info_(std::move(info)), clock_(std::move(clock)), started_at_(clock_()) {
+    : store_(store),
+      driver_(driver),
+      info_(std::move(info)),
+      clock_(std::move(clock)),
+      started_at_(clock_()) {
     add_routes();
 }
 
@@ -130,7 +137,8 @@ Response ApiService::health(const Request& request, const PathParams&) const {
 }
 
 Response ApiService::limits(const Request& request, const PathParams&) const {
-    auto running = store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+    auto running =
+        store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
     if (!running) {
         return Response::error(running.error(), request.request_id);
     }
@@ -326,8 +334,9 @@ Response ApiService::list_events(const Request& request, const PathParams&) cons
     std::string after_text = query_value(request, "after");
     for (const auto& [key, value] : request.query) {
         if (key != "after") {
-            return Response::error(api::invalid_argument(fmt::format("unknown query parameter '{}' (after)", key)),
-                                   request.request_id);
+            return Response::error(
+                api::invalid_argument(fmt::format("unknown query parameter '{}' (after)", key)),
+                request.request_id);
         }
     }
     if (!after_text.empty()) {

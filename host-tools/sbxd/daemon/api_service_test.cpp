@@ -55,8 +55,9 @@ struct Fixture {
         api::HostLimits limits;
         limits.host_cpus = 2;
         limits.max_memory_mib = 4096;
-        service = std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", limits},
-                                               [] { return UnixMillis{1'700'000'000'000}; });
+        service =
+            std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", limits},
+                                         [] { return UnixMillis{1'700'000'000'000}; });
         for (const auto& [id, owner] : {std::pair{"sbx_1", "alice"}, {"sbx_2", "bob"}}) {
             SandboxRecord s;
             s.id = id;
@@ -72,8 +73,8 @@ struct Fixture {
     }
     ~Fixture() { std::filesystem::remove_all(dir); }
 
-    http::Response call(std::string method, std::string target, std::string body = {}, http::Pairs headers = {},
-                        http::Transport transport = http::Transport::Unix) const {
+    http::Response call(std::string method, std::string target, std::string body = {},
+                        http::Pairs headers = {}, http::Transport transport = http::Transport::Unix) const {
         http::Request request;
         request.method = std::move(method);
         auto split = http::split_target(target).value();
@@ -87,7 +88,9 @@ struct Fixture {
     }
 };
 
-json body_of(const http::Response& response) { return json::parse(response.body); }
+json body_of(const http::Response& response) {
+    return json::parse(response.body);
+}
 
 }  // namespace
 
@@ -116,7 +119,8 @@ TEST_CASE("list and get read the store, with selectors, and never show env value
 
 TEST_CASE("create hands the validated shape and the idempotency claim to the driver") {
     Fixture f;
-    auto r = f.call("POST", "/v1/sandboxes", R"({"size":"large", "labels":{"run":"7"}})", {{"idempotency-key", "abc"}});
+    auto r = f.call("POST", "/v1/sandboxes", R"({"size":"large", "labels":{"run":"7"}})",
+                    {{"idempotency-key", "abc"}});
     CHECK(r.status == 503);
     CHECK(body_of(r)["code"] == "capacity_exceeded");
     REQUIRE(f.driver.last_create);
@@ -126,7 +130,8 @@ TEST_CASE("create hands the validated shape and the idempotency claim to the dri
     CHECK(f.driver.last_create->claim->key == "abc");
     // The same request with other whitespace and key order hashes alike.
     auto first_hash = f.driver.last_create->claim->body_hash;
-    (void)f.call("POST", "/v1/sandboxes", R"({"labels":{"run":"7"},"size":"large"})", {{"Idempotency-Key", "abc"}});
+    (void)f.call("POST", "/v1/sandboxes", R"({"labels":{"run":"7"},"size":"large"})",
+                 {{"Idempotency-Key", "abc"}});
     CHECK(f.driver.last_create->claim->body_hash == first_hash);
     (void)f.call("POST", "/v1/sandboxes", R"({"size":"small"})", {{"Idempotency-Key", "abc"}});
     CHECK(f.driver.last_create->claim->body_hash != first_hash);
@@ -140,7 +145,8 @@ TEST_CASE("create hands the validated shape and the idempotency claim to the dri
 TEST_CASE("operations on a sandbox: 404 first, then the driver's answer") {
     Fixture f;
     CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_9/stop"))["code"] == "not_found");
-    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/stop", R"({"memory":"no"})"))["code"] == "invalid_argument");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/stop", R"({"memory":"no"})"))["code"] ==
+          "invalid_argument");
     CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/stop"))["code"] == "invalid_state");
     auto resumed = body_of(f.call("POST", "/v1/sandboxes/sbx_1/resume", R"({"size":"small"})"));
     CHECK(resumed["memoryRestored"] == false);

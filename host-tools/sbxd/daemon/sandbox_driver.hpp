@@ -28,18 +28,21 @@ struct CreateSpec {
 struct ResumeOutcome {
     SandboxRecord sandbox;
     bool memory_restored = false;
-    std::string resume_reason;  // when not restored: cpu_mismatch, resized, no_memory_snapshot, restore_failed
+    std::string
+        resume_reason;  // when not restored: cpu_mismatch, resized, no_memory_snapshot, restore_failed
 };
 
 class SandboxDriver {
 public:
     virtual ~SandboxDriver() = default;
     [[nodiscard]] virtual Result<CreateOutcome> create(const CreateSpec& spec) = 0;
-    [[nodiscard]] virtual Result<SandboxRecord> stop(const std::string& id, const api::StopRequest& request) = 0;
-    [[nodiscard]] virtual Result<ResumeOutcome> resume(const std::string& id, const api::ResumeRequest& request) = 0;
-    [[nodiscard]] virtual Result<std::vector<SandboxRecord>> fork(const std::string& id,
-                                                                  const api::ForkRequest& request,
-                                                                  const std::optional<IdempotencyClaim>& claim) = 0;
+    [[nodiscard]] virtual Result<SandboxRecord> stop(const std::string& id,
+                                                     const api::StopRequest& request) = 0;
+    [[nodiscard]] virtual Result<ResumeOutcome> resume(const std::string& id,
+                                                       const api::ResumeRequest& request) = 0;
+    [[nodiscard]] virtual Result<std::vector<SandboxRecord>> fork(
+        const std::string& id, const api::ForkRequest& request,
+        const std::optional<IdempotencyClaim>& claim) = 0;
     [[nodiscard]] virtual Result<void> remove(const std::string& id) = 0;
     [[nodiscard]] virtual Result<SnapshotRecord> snapshot(const std::string& id,
                                                           const api::SnapshotRequest& request) = 0;
@@ -48,8 +51,12 @@ public:
 class UnimplementedDriver final : public SandboxDriver {
 public:
     Result<CreateOutcome> create(const CreateSpec&) override { return missing("create"); }
-    Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return missing("stop"); }
-    Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return missing("resume"); }
+    Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override {
+        return missing("stop");
+    }
+    Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override {
+        return missing("resume");
+    }
     Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
                                             const std::optional<IdempotencyClaim>&) override {
         return missing("fork");
@@ -61,8 +68,8 @@ public:
 
 private:
     static Error missing(std::string_view what) {
-        return make_coded_error("not_implemented", "sandbox {} needs the VMM driver, which this sbxd does not have yet",
-                                what);
+        return make_coded_error("not_implemented",
+                                "sandbox {} needs the VMM driver, which this sbxd does not have yet", what);
     }
 };
 

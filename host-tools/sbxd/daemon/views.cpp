@@ -28,8 +28,8 @@ std::string rfc3339(UnixMillis at) {
     }
     std::tm tm{};
     ::gmtime_r(&seconds, &tm);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                       tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                       tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
 }
 
 nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
@@ -59,8 +59,12 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
 }
 
 nlohmann::json snapshot_json(const SnapshotRecord& s) {
-    return {{"name", s.name},         {"sourceSandboxId", s.source_sandbox_id}, {"hasMemory", s.has_memory},
-            {"from", s.from},         {"diskGib", s.disk_gib},                  {"createdAt", rfc3339(s.created_at)}};
+    return {{"name", s.name},
+            {"sourceSandboxId", s.source_sandbox_id},
+            {"hasMemory", s.has_memory},
+            {"from", s.from},
+            {"diskGib", s.disk_gib},
+            {"createdAt", rfc3339(s.created_at)}};
 }
 
 nlohmann::json exec_json(const ExecRecord& e) {

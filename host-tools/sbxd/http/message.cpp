@@ -12,7 +12,8 @@ std::string_view Request::header(std::string_view name) const {
     auto same = [&](const std::string& candidate) {
         return candidate.size() == name.size() &&
                std::equal(candidate.begin(), candidate.end(), name.begin(), [](char a, char b) {
-                   return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+                   return std::tolower(static_cast<unsigned char>(a)) ==
+                          std::tolower(static_cast<unsigned char>(b));
                });
     };
     for (const auto& [key, value] : headers) {
@@ -40,7 +41,8 @@ Response Response::error(const Error& error, std::string_view request_id) {
 Result<std::pair<std::string, Pairs>> split_target(std::string_view target) {
     auto parsed = boost::urls::parse_origin_form(target);
     if (!parsed) {
-        return make_coded_error(api::code::kBadRequest, "the request target is not a path with an optional query");
+        return make_coded_error(api::code::kBadRequest,
+                                "the request target is not a path with an optional query");
     }
     const boost::urls::url_view& url = *parsed;
     std::pair<std::string, Pairs> out;

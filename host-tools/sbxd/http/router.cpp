@@ -24,7 +24,8 @@ std::vector<std::string> segments_of(std::string_view path) {
     }
 }
 
-std::optional<PathParams> match(const std::vector<std::string>& pattern, const std::vector<std::string>& path) {
+std::optional<PathParams> match(const std::vector<std::string>& pattern,
+                                const std::vector<std::string>& path) {
     if (pattern.size() != path.size()) {
         return std::nullopt;
     }
@@ -66,14 +67,15 @@ Response Router::dispatch(const Request& request) const {
     }
     if (!allowed.empty()) {
         Response response = Response::error(
-            make_coded_error(api::code::kMethodNotAllowed, "{} {} is not a route; allowed: {}", request.method,
-                             request.path, allowed),
+            make_coded_error(api::code::kMethodNotAllowed, "{} {} is not a route; allowed: {}",
+                             request.method, request.path, allowed),
             request.request_id);
         response.headers.emplace_back("Allow", allowed);
         return response;
     }
-    return Response::error(make_coded_error(api::code::kNotFound, "no route {} {}", request.method, request.path),
-                           request.request_id);
+    return Response::error(
+        make_coded_error(api::code::kNotFound, "no route {} {}", request.method, request.path),
+        request.request_id);
 }
 
 }  // namespace sbx::sbxd::http

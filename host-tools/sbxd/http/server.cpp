@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -60,11 +60,11 @@ private:
         parser_.emplace();
         parser_->header_limit(static_cast<std::uint32_t>(context_.limits.max_header_bytes));
         parser_->body_limit(context_.limits.max_body_bytes);
-        stream_.expires_after(buffer_.size() > 0 ? context_.limits.read_timeout : context_.limits.idle_timeout);
-        bhttp::async_read_header(stream_, buffer_, *parser_,
-                                 [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-                                     self->on_header(ec);
-                                 });
+        stream_.expires_after(buffer_.size() > 0 ? context_.limits.read_timeout
+                                                 : context_.limits.idle_timeout);
+        bhttp::async_read_header(
+            stream_, buffer_, *parser_,
+            [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
     }
 
     void on_header(beast::error_code ec) {
@@ -79,15 +79,17 @@ private:
         version_ = parser_->get().version();
         if (beast::iequals(parser_->get()[bhttp::field::expect], "100-continue")) {
             // RFC 9110 §10.1.1: the client waits for this before the body.
-            auto interim = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, version_);
+            auto interim =
+                std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, version_);
             stream_.expires_after(context_.limits.write_timeout);
-            bhttp::async_write(stream_, *interim,
-                               [self = this->shared_from_this(), interim](beast::error_code wec, std::size_t) {
-                                   if (wec) {
-                                       return self->close();
-                                   }
-                                   self->read_body();
-                               });
+            bhttp::async_write(
+                stream_, *interim,
+                [self = this->shared_from_this(), interim](beast::error_code wec, std::size_t) {
+                    if (wec) {
+                        return self->close();
+                    }
+                    self->read_body();
+                });
             return;
         }
         read_body();
@@ -95,26 +97,29 @@ private:
 
     void read_body() {
         stream_.expires_after(context_.limits.read_timeout);
-        bhttp::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
-            if (ec) {
-                return self->fail_read(ec);
-            }
-            self->dispatch();
-        });
+        bhttp::async_read(stream_, buffer_, *parser_,
+                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) {
+                                  return self->fail_read(ec);
+                              }
+                              self->dispatch();
+                          });
     }
 
     void fail_read(beast::error_code ec) {
         if (ec == bhttp::error::body_limit) {
-            return reply_and_close(api::code::kPayloadTooLarge,
-                                   fmt::format("the body is over the limit of {} bytes", context_.limits.max_body_bytes));
+            return reply_and_close(
+                api::code::kPayloadTooLarge,
+                fmt::format("the body is over the limit of {} bytes", context_.limits.max_body_bytes));
         }
         if (ec == bhttp::error::header_limit) {
-            return reply_and_close(api::code::kHeadersTooLarge,
-                                   fmt::format("the headers are over the limit of {} bytes",
-                                               context_.limits.max_header_bytes));
+            return reply_and_close(
+                api::code::kHeadersTooLarge,
+                fmt::format("the headers are over the limit of {} bytes", context_.limits.max_header_bytes));
         }
         if (is_http_error(ec) && ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
-            return reply_and_close(api::code::kBadRequest, fmt::format("malformed HTTP request: {}", ec.message()));
+            return reply_and_close(api::code::kBadRequest,
+                                   fmt::format("malformed HTTP request: {}", ec.message()));
         }
         close();  // the peer went away, or a timeout
     }
@@ -137,7 +142,8 @@ private:
         }
         request.body = std::move(message.body());
         stream_.expires_never();
-        asio::post(context_.workers, [self = this->shared_from_this(), request = std::move(request)]() mutable {
+        asio::post(context_.workers, [self = this->shared_from_this(),
+                                      request = std::move(request)]() mutable {
             std::string id = request.request_id;
             Response response = self->handle(std::move(request));
             asio::post(self->stream_.get_executor(), [self, response = std::move(response), id]() mutable {
@@ -154,14 +160,17 @@ private:
             return (*context_.handler)(std::move(request));
         } catch (const std::exception& e) {
             log::error("request {}: {}", id, e.what());
-            return Response::error(make_coded_error(api::code::kInternal, "internal error: {}", e.what()), id);
+            return Response::error(make_coded_error(api::code::kInternal, "internal error: {}", e.what()),
+                                   id);
         }
     }
 
     void reply_and_close(std::string_view code, std::string message) {
         keep_alive_ = false;
         std::string id = new_request_id();
-        write(Response::error(api::ApiError{api::status_for_code(code), std::string(code), std::move(message)}, id), id);
+        write(Response::error(
+                  api::ApiError{api::status_for_code(code), std::string(code), std::move(message)}, id),
+              id);
     }
 
     void write(Response response, const std::string& request_id) {
@@ -177,12 +186,13 @@ private:
         reply->keep_alive(keep_alive_);
         reply->prepare_payload();
         stream_.expires_after(context_.limits.write_timeout);
-        bhttp::async_write(stream_, *reply, [self = this->shared_from_this(), reply](beast::error_code ec, std::size_t) {
-            if (ec || !reply->keep_alive()) {
-                return self->close();
-            }
-            self->read_header();
-        });
+        bhttp::async_write(stream_, *reply,
+                           [self = this->shared_from_this(), reply](beast::error_code ec, std::size_t) {
+                               if (ec || !reply->keep_alive()) {
+                                   return self->close();
+                               }
+                               self->read_header();
+                           });
     }
 
     void close() {
@@ -222,24 +232,25 @@ public:
     }
 
     void accept() {
-        acceptor_.async_accept([self = this->shared_from_this()](beast::error_code ec, typename Protocol::socket socket) {
-            if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) {
-                return;
-            }
-            if (ec) {
-                // EMFILE and the like: try again shortly instead of spinning.
-                log::warn("accepting a connection: {}", ec.message());
-                self->retry_.expires_after(std::chrono::milliseconds(100));
-                self->retry_.async_wait([self](beast::error_code wait_ec) {
-                    if (!wait_ec) {
-                        self->accept();
-                    }
-                });
-                return;
-            }
-            std::make_shared<Session<Protocol>>(std::move(socket), self->context_)->start();
-            self->accept();
-        });
+        acceptor_.async_accept(
+            [self = this->shared_from_this()](beast::error_code ec, typename Protocol::socket socket) {
+                if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) {
+                    return;
+                }
+                if (ec) {
+                    // EMFILE and the like: try again shortly instead of spinning.
+                    log::warn("accepting a connection: {}", ec.message());
+                    self->retry_.expires_after(std::chrono::milliseconds(100));
+                    self->retry_.async_wait([self](beast::error_code wait_ec) {
+                        if (!wait_ec) {
+                            self->accept();
+                        }
+                    });
+                    return;
+                }
+                std::make_shared<Session<Protocol>>(std::move(socket), self->context_)->start();
+                self->accept();
+            });
     }
 
     void close() override {
@@ -299,9 +310,14 @@ Result<ListenAddress> parse_listen_address(std::string_view spec) {
 }
 
 Server::Server(asio::io_context& io, asio::thread_pool& workers, RequestHandler handler, ServerLimits limits)
-    : io_(io), workers_(workers), handler_(std::make_shared<const RequestHandler>(std::move(handler))), limits_(limits) {}
+    : io_(io),
+      workers_(workers),
+      handler_(std::make_shared<const RequestHandler>(std::move(handler))),
+      limits_(limits) {}
 
-Server::~Server() { close(); }
+Server::~Server() {
+    close();
+}
 
 Result<std::string> Server::listen(const ListenAddress& address, SocketAccess unix_access) {
     SessionContext context{workers_, handler_, limits_, address.transport};
@@ -345,7 +361,8 @@ Result<std::string> Server::listen(const ListenAddress& address, SocketAccess un
     auto bound = acceptor.local_endpoint(ec);
     listener->accept();
     listeners_.push_back(listener);
-    std::string host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
+    std::string host =
+        bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
     return fmt::format("tcp:{}:{}", host, bound.port());
 }
 

@@ -35,8 +35,8 @@ struct ListenAddress {
 struct ServerLimits {
     std::size_t max_body_bytes = 1024 * 1024;
     std::size_t max_header_bytes = 16 * 1024;
-    std::chrono::seconds idle_timeout{60};   // keep-alive wait for the next request
-    std::chrono::seconds read_timeout{30};   // one request's headers and body
+    std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
+    std::chrono::seconds read_timeout{30};  // one request's headers and body
     std::chrono::seconds write_timeout{30};
 };
 

@@ -9,21 +9,18 @@ namespace {
 using S = SandboxState;
 
 constexpr Transition kTransitions[] = {
-    {S::Creating, S::Running},  // agent ready
-    {S::Creating, S::Crashed},  // boot or restore failed; the disk stays for inspection
-    {S::Creating, S::Deleting}, // an unfinished create rolled back after a restart
-    {S::Running, S::Stopping},  // stop, auto-stop (TTL), idle pause
-    {S::Running, S::Crashed},   // the VMM exited on its own
-    {S::Running, S::Deleting},
-    {S::Stopping, S::Stopped},  // a user stop or TTL deadline
-    {S::Stopping, S::Paused},   // the idle timer's stop
-    {S::Stopping, S::Crashed},  // the VMM died while saving
+    {S::Creating, S::Running},   // agent ready
+    {S::Creating, S::Crashed},   // boot or restore failed; the disk stays for inspection
+    {S::Creating, S::Deleting},  // an unfinished create rolled back after a restart
+    {S::Running, S::Stopping},   // stop, auto-stop (TTL), idle pause
+    {S::Running, S::Crashed},    // the VMM exited on its own
+    {S::Running, S::Deleting},  {S::Stopping, S::Stopped},  // a user stop or TTL deadline
+    {S::Stopping, S::Paused},                               // the idle timer's stop
+    {S::Stopping, S::Crashed},                              // the VMM died while saving
     {S::Stopped, S::Creating},  // resume: a VMM is set up again (restore or cold boot)
-    {S::Stopped, S::Deleting},
-    {S::Paused, S::Creating},   // woken by an API call
-    {S::Paused, S::Stopped},    // an explicit stop of a paused sandbox only relabels it
-    {S::Paused, S::Deleting},
-    {S::Crashed, S::Creating},  // resume cold-boots from the disk
+    {S::Stopped, S::Deleting},  {S::Paused, S::Creating},  // woken by an API call
+    {S::Paused, S::Stopped},  // an explicit stop of a paused sandbox only relabels it
+    {S::Paused, S::Deleting},   {S::Crashed, S::Creating},  // resume cold-boots from the disk
     {S::Crashed, S::Deleting},
 };
 
@@ -31,13 +28,20 @@ constexpr Transition kTransitions[] = {
 
 std::string_view to_string(SandboxState state) {
     switch (state) {
-        case S::Creating: return "creating";
-        case S::Running: return "running";
-        case S::Stopping: return "stopping";
-        case S::Stopped: return "stopped";
-        case S::Paused: return "paused";
-        case S::Crashed: return "crashed";
-        case S::Deleting: return "deleting";
+        case S::Creating:
+            return "creating";
+        case S::Running:
+            return "running";
+        case S::Stopping:
+            return "stopping";
+        case S::Stopped:
+            return "stopped";
+        case S::Paused:
+            return "paused";
+        case S::Crashed:
+            return "crashed";
+        case S::Deleting:
+            return "deleting";
     }
     return "unknown";
 }
@@ -51,7 +55,9 @@ std::optional<SandboxState> parse_sandbox_state(std::string_view name) {
     return std::nullopt;
 }
 
-std::span<const Transition> allowed_transitions() { return kTransitions; }
+std::span<const Transition> allowed_transitions() {
+    return kTransitions;
+}
 
 bool can_transition(SandboxState from, SandboxState to) {
     return std::any_of(std::begin(kTransitions), std::end(kTransitions),

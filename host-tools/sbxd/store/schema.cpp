@@ -80,6 +80,8 @@ constexpr std::string_view kMigrations[] = {kVersion1};
 
 }  // namespace
 
-std::span<const std::string_view> schema_migrations() { return kMigrations; }
+std::span<const std::string_view> schema_migrations() {
+    return kMigrations;
+}
 
 }  // namespace sbx::sbxd

@@ -10,11 +10,15 @@ Error store_error(sqlite3* db, std::string_view what) {
     return make_coded_error("store", "{}: {}", what, db != nullptr ? sqlite3_errmsg(db) : "out of memory");
 }
 
-void Statement::Finalize::operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+void Statement::Finalize::operator()(sqlite3_stmt* stmt) const {
+    sqlite3_finalize(stmt);
+}
 
 namespace {
 // SQLITE_TRANSIENT: SQLite copies the text, so a temporary may be bound.
-Error bind_failure(sqlite3* db, int index) { return store_error(db, fmt::format("binding parameter {}", index)); }
+Error bind_failure(sqlite3* db, int index) {
+    return store_error(db, fmt::format("binding parameter {}", index));
+}
 }  // namespace
 
 Statement& Statement::bind(int index, std::int64_t value) {
@@ -25,7 +29,8 @@ Statement& Statement::bind(int index, std::int64_t value) {
 }
 
 Statement& Statement::bind(int index, std::string_view text) {
-    if (sqlite3_bind_text64(stmt_.get(), index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8) != SQLITE_OK &&
+    if (sqlite3_bind_text64(stmt_.get(), index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8) !=
+            SQLITE_OK &&
         !bind_error_) {
         bind_error_ = bind_failure(db_, index);
     }
@@ -79,14 +84,19 @@ void Statement::reset() {
     bind_error_.reset();
 }
 
-bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL; }
+bool Statement::is_null(int column) const {
+    return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL;
+}
 
-std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_.get(), column); }
+std::int64_t Statement::int64(int column) const {
+    return sqlite3_column_int64(stmt_.get(), column);
+}
 
 std::string Statement::text(int column) const {
     const auto* data = sqlite3_column_text(stmt_.get(), column);
     int size = sqlite3_column_bytes(stmt_.get(), column);
-    return data == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(data), static_cast<std::size_t>(size));
+    return data == nullptr ? std::string()
+                           : std::string(reinterpret_cast<const char*>(data), static_cast<std::size_t>(size));
 }
 
 std::optional<std::int64_t> Statement::optional_int64(int column) const {
@@ -103,13 +113,15 @@ std::optional<std::string> Statement::optional_text(int column) const {
     return text(column);
 }
 
-void Database::Close::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+void Database::Close::operator()(sqlite3* db) const {
+    sqlite3_close_v2(db);
+}
 
 Result<Database> Database::open(const std::string& path) {
     sqlite3* raw = nullptr;
-    int rc = sqlite3_open_v2(path.c_str(), &raw,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-                             nullptr);
+    int rc = sqlite3_open_v2(
+        path.c_str(), &raw,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nullptr);
     Database db;
     db.db_.reset(raw);
     if (rc != SQLITE_OK) {
@@ -119,7 +131,8 @@ Result<Database> Database::open(const std::string& path) {
     // WAL: readers never block the writer; synchronous=NORMAL in WAL mode
     // is durable across a crash of the process (the case sbxd must survive)
     // and consistent, possibly missing the last commits, after a power loss.
-    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
+    for (const char* pragma :
+         {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
         if (auto r = db.exec(pragma); !r) {
             return r.error().context(path);
         }
@@ -139,13 +152,16 @@ Result<void> Database::exec(const std::string& sql) {
 
 Result<Statement> Database::prepare(std::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &stmt, nullptr) !=
+        SQLITE_OK) {
         return store_error(db_.get(), fmt::format("preparing '{}'", sql));
     }
     return Statement(db_.get(), stmt);
 }
 
-std::int64_t Database::changes() const { return sqlite3_changes64(db_.get()); }
+std::int64_t Database::changes() const {
+    return sqlite3_changes64(db_.get());
+}
 
 Result<Transaction> Transaction::begin(Database& db) {
     if (auto r = db.exec("BEGIN IMMEDIATE"); !r) {

@@ -13,7 +13,9 @@ namespace {
 using sqlite::Statement;
 using sqlite::Transaction;
 
-std::string encode_map(const StringMap& map) { return nlohmann::json(map).dump(); }
+std::string encode_map(const StringMap& map) {
+    return nlohmann::json(map).dump();
+}
 
 Result<StringMap> decode_map(const std::string& text, std::string_view column) {
     auto json = nlohmann::json::parse(text, nullptr, false);
@@ -101,7 +103,9 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     return store;
 }
 
-int Store::latest_schema_version() { return static_cast<int>(schema_migrations().size()); }
+int Store::latest_schema_version() {
+    return static_cast<int>(schema_migrations().size());
+}
 
 Result<int> Store::schema_version() {
     std::lock_guard lock(mutex_);
@@ -140,7 +144,8 @@ Result<void> Store::migrate() {
             return r.error().context(fmt::format("schema migration {}", version));
         }
         auto mark = db_.prepare(
-            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, CAST(strftime('%s','now') AS INTEGER) * 1000)");
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?, CAST(strftime('%s','now') AS "
+            "INTEGER) * 1000)");
         if (!mark) {
             return mark.error();
         }
@@ -183,14 +188,16 @@ Result<void> Store::add_event_locked(const std::optional<std::string>& sandbox_i
     return stmt->bind_all(sandbox_id, type, data, at).run();
 }
 
-Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s, const std::optional<IdempotencyClaim>& claim) {
+Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
+                                            const std::optional<IdempotencyClaim>& claim) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);
     if (!tx) {
         return tx.error();
     }
     if (claim) {
-        auto known = db_.prepare("SELECT body_hash, sandbox_id FROM idempotency_keys WHERE key = ? AND created_at > ?");
+        auto known = db_.prepare(
+            "SELECT body_hash, sandbox_id FROM idempotency_keys WHERE key = ? AND created_at > ?");
         if (!known) {
             return known.error();
         }
@@ -202,7 +209,8 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s, const std::o
         if (*row) {
             if (known->text(0) != claim->body_hash) {
                 return make_coded_error("idempotency_conflict",
-                                        "Idempotency-Key '{}' was used with a different request body", claim->key);
+                                        "Idempotency-Key '{}' was used with a different request body",
+                                        claim->key);
             }
             auto earlier = find_sandbox_locked(known->text(1));
             if (!earlier) {
@@ -222,9 +230,10 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s, const std::o
             return r.error();
         }
     }
-    auto insert = db_.prepare(fmt::format("INSERT INTO sandboxes ({}) VALUES "
-                                          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                                          kSandboxColumns));
+    auto insert =
+        db_.prepare(fmt::format("INSERT INTO sandboxes ({}) VALUES "
+                                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                kSandboxColumns));
     if (!insert) {
         return insert.error();
     }
@@ -232,11 +241,14 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s, const std::o
     if (s.idle_minutes) {
         idle = *s.idle_minutes;
     }
-    insert->bind_all(s.id, s.name, to_string(s.state), s.from, s.size, std::int64_t{s.cpus}, std::int64_t{s.memory_mib},
-                     std::int64_t{s.disk_gib}, encode_map(s.labels), encode_map(s.env), std::int64_t{s.no_env},
-                     s.created_at, s.started_at, s.last_activity_at, s.auto_stop_at, idle);
+    insert->bind_all(s.id, s.name, to_string(s.state), s.from, s.size, std::int64_t{s.cpus},
+                     std::int64_t{s.memory_mib}, std::int64_t{s.disk_gib}, encode_map(s.labels),
+                     encode_map(s.env), std::int64_t{s.no_env}, s.created_at, s.started_at,
+                     s.last_activity_at, s.auto_stop_at, idle);
     if (s.vmm) {
-        insert->bind(17, s.vmm->pid).bind(18, s.vmm->start_time).bind(19, std::string_view(s.vmm->control_socket));
+        insert->bind(17, s.vmm->pid)
+            .bind(18, s.vmm->start_time)
+            .bind(19, std::string_view(s.vmm->control_socket));
     } else {
         insert->bind(17, nullptr).bind(18, nullptr).bind(19, nullptr);
     }
@@ -247,8 +259,8 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s, const std::o
         return r.error();
     }
     if (claim) {
-        auto remember =
-            db_.prepare("INSERT INTO idempotency_keys (key, body_hash, sandbox_id, created_at) VALUES (?, ?, ?, ?)");
+        auto remember = db_.prepare(
+            "INSERT INTO idempotency_keys (key, body_hash, sandbox_id, created_at) VALUES (?, ?, ?, ?)");
         if (!remember) {
             return remember.error();
         }
@@ -318,8 +330,8 @@ Result<SandboxRecord> Store::change_state(const std::string& id, const StateChan
     }
     SandboxRecord s = std::move(**found);
     if (!can_transition(s.state, change.to)) {
-        return make_coded_error("invalid_state", "sandbox {} is {} and cannot become {}", id, to_string(s.state),
-                                to_string(change.to));
+        return make_coded_error("invalid_state", "sandbox {} is {} and cannot become {}", id,
+                                to_string(s.state), to_string(change.to));
     }
     const SandboxState before = s.state;
     s.state = change.to;
@@ -333,14 +345,17 @@ Result<SandboxRecord> Store::change_state(const std::string& id, const StateChan
         s.vmm.reset();
     }
     auto update = db_.prepare(
-        "UPDATE sandboxes SET state = ?, started_at = ?, last_activity_at = ?, vmm_pid = ?, vmm_start_time = ?, "
+        "UPDATE sandboxes SET state = ?, started_at = ?, last_activity_at = ?, vmm_pid = ?, vmm_start_time = "
+        "?, "
         "vmm_control_socket = ? WHERE id = ?");
     if (!update) {
         return update.error();
     }
     update->bind_all(to_string(s.state), s.started_at, s.last_activity_at);
     if (s.vmm) {
-        update->bind(4, s.vmm->pid).bind(5, s.vmm->start_time).bind(6, std::string_view(s.vmm->control_socket));
+        update->bind(4, s.vmm->pid)
+            .bind(5, s.vmm->start_time)
+            .bind(6, std::string_view(s.vmm->control_socket));
     } else {
         update->bind(4, nullptr).bind(5, nullptr).bind(6, nullptr);
     }
@@ -375,7 +390,8 @@ Result<void> Store::update_one_locked(std::string_view sql, const std::string& i
 
 Result<void> Store::touch(const std::string& id, UnixMillis now) {
     std::lock_guard lock(mutex_);
-    return update_one_locked("UPDATE sandboxes SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?", id, now);
+    return update_one_locked("UPDATE sandboxes SET last_activity_at = MAX(last_activity_at, ?) WHERE id = ?",
+                             id, now);
 }
 
 Result<void> Store::set_auto_stop(const std::string& id, std::optional<UnixMillis> deadline) {

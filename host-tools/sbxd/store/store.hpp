@@ -107,8 +107,9 @@ private:
     explicit Store(sqlite::Database db) : db_(std::move(db)) {}
     [[nodiscard]] Result<void> migrate();
     [[nodiscard]] Result<std::optional<SandboxRecord>> find_sandbox_locked(const std::string& id);
-    [[nodiscard]] Result<void> add_event_locked(const std::optional<std::string>& sandbox_id, std::string_view type,
-                                                const std::string& data, UnixMillis at);
+    [[nodiscard]] Result<void> add_event_locked(const std::optional<std::string>& sandbox_id,
+                                                std::string_view type, const std::string& data,
+                                                UnixMillis at);
     [[nodiscard]] Result<void> update_one_locked(std::string_view sql, const std::string& id,
                                                  const std::optional<std::int64_t>& value);
 

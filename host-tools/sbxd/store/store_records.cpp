@@ -38,22 +38,26 @@ Result<Statement> bound(Result<Statement> stmt, const Args&... args) {
     return stmt;
 }
 
-bool is_unique_violation(const Error& error) { return error.message.find("UNIQUE constraint") != std::string::npos; }
+bool is_unique_violation(const Error& error) {
+    return error.message.find("UNIQUE constraint") != std::string::npos;
+}
 
 ApiKeyRecord read_api_key(const Statement& row) {
     return ApiKeyRecord{row.text(0), row.text(1), row.text(2), row.optional_text(3), row.int64(4)};
 }
 
 SnapshotRecord read_snapshot(const Statement& row) {
-    return SnapshotRecord{row.text(0), row.text(1), row.int64(2) != 0, row.text(3), static_cast<int>(row.int64(4)),
-                          row.int64(5)};
+    return SnapshotRecord{
+        row.text(0), row.text(1), row.int64(2) != 0, row.text(3), static_cast<int>(row.int64(4)),
+        row.int64(5)};
 }
 
 }  // namespace
 
 Result<void> Store::add_api_key(const ApiKeyRecord& key) {
     std::lock_guard lock(mutex_);
-    auto stmt = db_.prepare("INSERT INTO api_keys (id, hash, name, sandbox_id, created_at) VALUES (?, ?, ?, ?, ?)");
+    auto stmt =
+        db_.prepare("INSERT INTO api_keys (id, hash, name, sandbox_id, created_at) VALUES (?, ?, ?, ?, ?)");
     if (!stmt) {
         return stmt.error();
     }
@@ -62,7 +66,8 @@ Result<void> Store::add_api_key(const ApiKeyRecord& key) {
             return make_coded_error("already_exists", "API key {} exists", key.id);
         }
         if (r.error().message.find("FOREIGN KEY") != std::string::npos) {
-            return make_coded_error("not_found", "no sandbox '{}' to scope the key to", key.sandbox_id.value_or(""));
+            return make_coded_error("not_found", "no sandbox '{}' to scope the key to",
+                                    key.sandbox_id.value_or(""));
         }
         return r.error();
     }
@@ -72,7 +77,8 @@ Result<void> Store::add_api_key(const ApiKeyRecord& key) {
 Result<std::optional<ApiKeyRecord>> Store::find_api_key(const std::string& hash) {
     std::lock_guard lock(mutex_);
     auto keys = collect<ApiKeyRecord>(
-        bound(db_.prepare("SELECT id, hash, name, sandbox_id, created_at FROM api_keys WHERE hash = ?"), hash),
+        bound(db_.prepare("SELECT id, hash, name, sandbox_id, created_at FROM api_keys WHERE hash = ?"),
+              hash),
         read_api_key);
     if (!keys) {
         return keys.error();
@@ -108,7 +114,8 @@ Result<void> Store::remove_api_key(const std::string& id) {
 Result<void> Store::add_snapshot(const SnapshotRecord& s) {
     std::lock_guard lock(mutex_);
     auto stmt = db_.prepare(
-        "INSERT INTO snapshots (name, source_sandbox_id, has_memory, source, disk_gib, created_at) VALUES (?,?,?,?,?,?)");
+        "INSERT INTO snapshots (name, source_sandbox_id, has_memory, source, disk_gib, created_at) VALUES "
+        "(?,?,?,?,?,?)");
     if (!stmt) {
         return stmt.error();
     }
@@ -126,8 +133,10 @@ Result<void> Store::add_snapshot(const SnapshotRecord& s) {
 Result<SnapshotRecord> Store::get_snapshot(const std::string& name) {
     std::lock_guard lock(mutex_);
     auto found = collect<SnapshotRecord>(
-        bound(db_.prepare("SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
-                    "WHERE name = ?"), name),
+        bound(db_.prepare(
+                  "SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
+                  "WHERE name = ?"),
+              name),
         read_snapshot);
     if (!found) {
         return found.error();
@@ -161,9 +170,11 @@ Result<void> Store::remove_snapshot(const std::string& name) {
     return ok();
 }
 
-Result<std::int64_t> Store::add_exec(const std::string& sandbox_id, const std::string& command, UnixMillis started_at) {
+Result<std::int64_t> Store::add_exec(const std::string& sandbox_id, const std::string& command,
+                                     UnixMillis started_at) {
     std::lock_guard lock(mutex_);
-    auto stmt = db_.prepare("INSERT INTO exec_history (sandbox_id, command, started_at) VALUES (?, ?, ?) RETURNING id");
+    auto stmt = db_.prepare(
+        "INSERT INTO exec_history (sandbox_id, command, started_at) VALUES (?, ?, ?) RETURNING id");
     if (!stmt) {
         return stmt.error();
     }
@@ -200,8 +211,10 @@ Result<void> Store::finish_exec(std::int64_t exec_id, int exit_code) {
 Result<std::vector<ExecRecord>> Store::list_execs(const std::string& sandbox_id) {
     std::lock_guard lock(mutex_);
     return collect<ExecRecord>(
-        bound(db_.prepare("SELECT id, sandbox_id, command, started_at, exit_code FROM exec_history WHERE sandbox_id = ? "
-                    "ORDER BY started_at, id"), sandbox_id),
+        bound(db_.prepare("SELECT id, sandbox_id, command, started_at, exit_code FROM exec_history WHERE "
+                          "sandbox_id = ? "
+                          "ORDER BY started_at, id"),
+              sandbox_id),
         [](const Statement& row) {
             ExecRecord e{row.int64(0), row.text(1), row.text(2), row.int64(3), std::nullopt};
             if (auto code = row.optional_int64(4)) {
@@ -213,8 +226,9 @@ Result<std::vector<ExecRecord>> Store::list_execs(const std::string& sandbox_id)
 
 Result<std::vector<EventRecord>> Store::list_events(std::int64_t after_id, int limit) {
     std::lock_guard lock(mutex_);
-    auto stmt = bound(db_.prepare("SELECT id, sandbox_id, type, data, at FROM events WHERE id > ? ORDER BY id LIMIT ?"),
-                      after_id, std::int64_t{limit});
+    auto stmt = bound(
+        db_.prepare("SELECT id, sandbox_id, type, data, at FROM events WHERE id > ? ORDER BY id LIMIT ?"),
+        after_id, std::int64_t{limit});
     return collect<EventRecord>(std::move(stmt), [](const Statement& row) {
         return EventRecord{row.int64(0), row.optional_text(1), row.text(2), row.text(3), row.int64(4)};
     });

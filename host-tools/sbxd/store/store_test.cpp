@@ -67,7 +67,8 @@ TEST_CASE("a file from a newer sbxd is refused") {
     { open_store(dir.db()); }
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(raw, "INSERT INTO schema_migrations VALUES (999, 0)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "INSERT INTO schema_migrations VALUES (999, 0)", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
     sqlite3_close(raw);
     auto store = Store::open(dir.db());
     REQUIRE_FALSE(store.has_value());
@@ -281,11 +282,12 @@ TEST_CASE("a crash in the middle of a transaction leaves the state before it") {
         }
         sqlite3_exec(db, "PRAGMA cache_size=8", nullptr, nullptr, nullptr);
         sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-        sqlite3_exec(db, "UPDATE sandboxes SET state = 'deleting', name = 'torn' WHERE id = 'sbx_kept'", nullptr,
-                     nullptr, nullptr);
+        sqlite3_exec(db, "UPDATE sandboxes SET state = 'deleting', name = 'torn' WHERE id = 'sbx_kept'",
+                     nullptr, nullptr, nullptr);
         for (int i = 0; i < 2000; ++i) {
-            std::string sql = "INSERT INTO events (sandbox_id, type, data, at) VALUES ('sbx_kept', 'junk', '" +
-                              std::string(500, 'x') + "', " + std::to_string(i) + ")";
+            std::string sql =
+                "INSERT INTO events (sandbox_id, type, data, at) VALUES ('sbx_kept', 'junk', '" +
+                std::string(500, 'x') + "', " + std::to_string(i) + ")";
             if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
                 ::_exit(3);
             }
