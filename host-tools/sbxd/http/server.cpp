@@ -188,11 +188,37 @@ private:
         stream_.expires_after(context_.limits.write_timeout);
         bhttp::async_write(stream_, *reply,
                            [self = this->shared_from_this(), reply](beast::error_code ec, std::size_t) {
-                               if (ec || !reply->keep_alive()) {
+                               if (ec) {
                                    return self->close();
+                               }
+                               if (!reply->keep_alive()) {
+                                   return self->linger();
                                }
                                self->read_header();
                            });
+    }
+
+    // A close with unread input makes the kernel reset the connection, and
+    // a reset can destroy the response before the client reads it (RFC 9112
+    // §9.6): so stop sending, read and drop what the client still sends for
+    // a moment, then close.
+    void linger() {
+        beast::error_code ignored;
+        stream_.socket().shutdown(Protocol::socket::shutdown_send, ignored);
+        stream_.expires_after(std::chrono::seconds(2));
+        discard(0);
+    }
+
+    void discard(std::size_t total) {
+        constexpr std::size_t kMaxDiscard = 4 * 1024 * 1024;
+        buffer_.clear();
+        stream_.async_read_some(buffer_.prepare(64 * 1024), [self = this->shared_from_this(), total](
+                                                                beast::error_code ec, std::size_t n) {
+            if (ec || total + n > kMaxDiscard) {
+                return self->stream_.close();
+            }
+            self->discard(total + n);
+        });
     }
 
     void close() {
