@@ -81,11 +81,14 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
                                            std::move(*ring), config.read_only));
     block->capacity_ = *bytes / blk::kSectorSize;
     block->discard_alignment_ = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(st.st_blksize) / 512);
-    if (*bytes % blk::kSectorSize != 0) {
+    if (auto r = block->open_qcow2(); !r) {
+        return r.error().context(prefix);
+    }
+    if (*bytes % blk::kSectorSize != 0 && !block->qcow2_) {
         log::warn("{}: {} is {} bytes, not a whole number of sectors; the last {} bytes are not visible",
                   prefix, config.path, *bytes, *bytes % blk::kSectorSize);
     }
-    if (!config.read_only && S_ISREG(st.st_mode)) {
+    if (!config.read_only && S_ISREG(st.st_mode) && !block->qcow2_) {
         block->probe_fallocate(*bytes);
     }
     block->fill_config_space();
@@ -309,6 +312,10 @@ Result<Block::Started> Block::start_request() {
                 return answer(blk::kStatusOk);
             }
             const std::uint64_t offset = header->sector * blk::kSectorSize;
+            if (qcow2_) {
+                const std::uint8_t s = qcow2_transfer(is_read, offset, len, reader, writer);
+                return answer(s, s == blk::kStatusOk && is_read ? static_cast<std::uint32_t>(len) + 1 : 1);
+            }
             return submit(static_cast<std::uint32_t>(len), is_read, [&](std::uint16_t index, InFlight& slot) {
                 slot.iovecs.clear();
                 if (is_read) {
@@ -324,6 +331,9 @@ Result<Block::Started> Block::start_request() {
         case blk::kTypeFlush:
             if (read_only_) {
                 return answer(blk::kStatusOk);  // nothing was written to write back
+            }
+            if (qcow2_) {
+                return answer(qcow2_flush());
             }
             // The driver flushes once the writes it covers have completed, so the
             // flush needs no ordering against requests still in flight.
@@ -368,6 +378,9 @@ Result<Block::Started> Block::start_request() {
                                  ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
                                  : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
             const std::uint64_t offset = range->sector * blk::kSectorSize;
+            if (qcow2_) {
+                return answer(qcow2_zero(discard, unmap, offset, len));
+            }
             return submit(0, false, [&](std::uint16_t index, InFlight&) {
                 return ring_.fallocate(index, mode, offset, len);
             });
@@ -450,7 +463,7 @@ void Block::reset() {
 
 Result<void> Block::quiesce() {
     if (queue_ == nullptr) {
-        return ok();
+        return qcow2_ ? qcow2_->flush() : ok();
     }
     Result<void> result;
     while (in_flight_ > 0) {
@@ -465,6 +478,10 @@ Result<void> Block::quiesce() {
         context_.interrupt->signal_used();
     }
     signal_pending_ = false;
+    // A qcow2 image's state is on disk: durable before a snapshot.
+    if (auto r = qcow2_ ? qcow2_->flush() : ok(); !r && result) {
+        result = r.error();
+    }
     return result;
 }
 

@@ -2,6 +2,8 @@
 // chain available at a notification becomes one submission entry whose
 // iovecs point straight into guest memory, one io_uring_submit per batch,
 // completions reaped from the eventfd the ring signals. One request queue.
+// An image starting with the qcow2 magic is served through qcow2::Image
+// instead (blk_qcow2.cpp).
 #pragma once
 
 #include <array>
@@ -15,6 +17,7 @@
 
 #include "base/unique_fd.hpp"
 #include "devices/virtio/blk/io_ring.hpp"
+#include "devices/virtio/blk/qcow2/qcow2_image.hpp"
 #include "devices/virtio/virtio_device.hpp"
 
 namespace sbx::virtio {
@@ -89,7 +92,7 @@ inline constexpr std::size_t kConfigSpaceBytes = 60;  // sizeof rounds up to 64
 }  // namespace blk
 
 struct BlockConfig {
-    std::string path;  // raw image file (or block device)
+    std::string path;  // raw image file (or block device), or a qcow2 v3 image
     bool read_only = false;
     std::string serial = {};  // GET_ID answer, at most 20 bytes; empty: the device name
 };
@@ -102,6 +105,9 @@ struct BlockCounters {
     std::uint64_t io_errors = 0;           // requests answered VIRTIO_BLK_S_IOERR
     std::uint64_t stalls = 0;              // times popping stopped for want of a free slot or entry
 };
+
+class ChainReader;
+class ChainWriter;
 
 class Block final : public VirtioDevice {
 public:
@@ -140,6 +146,7 @@ public:
     static constexpr std::uint16_t kStateVersion = 1;
 
     [[nodiscard]] std::uint64_t capacity_sectors() const { return capacity_; }
+    [[nodiscard]] bool is_qcow2() const { return qcow2_ != nullptr; }
     [[nodiscard]] const BlockCounters& counters() const { return counters_; }
     // Requests handed to io_uring and not yet answered, and how many of
     // them the kernel has completed (waiting to be reaped).
@@ -174,6 +181,13 @@ private:
     // only until stop_waiting() is called.
     void cancel_in_flight(std::optional<std::chrono::milliseconds> bound, bool stoppable);
 
+    // qcow2 requests, served synchronously (blk_qcow2.cpp): status bytes.
+    [[nodiscard]] Result<void> open_qcow2();
+    [[nodiscard]] std::uint8_t qcow2_transfer(bool is_read, std::uint64_t offset, std::uint64_t len,
+                                              ChainReader& reader, ChainWriter& writer);
+    [[nodiscard]] std::uint8_t qcow2_flush();
+    [[nodiscard]] std::uint8_t qcow2_zero(bool discard, bool unmap, std::uint64_t offset, std::uint64_t len);
+
     static constexpr std::array<std::uint16_t, 1> kQueueSizes{kQueueSize};
 
     std::string name_;
@@ -188,6 +202,8 @@ private:
     std::uint32_t discard_alignment_ = 1;  // sectors
     std::uint64_t features_ = 0;
     blk::ConfigSpace config_space_{};
+    std::unique_ptr<qcow2::Image> qcow2_;  // null: a raw image
+    std::vector<iovec> qcow2_iovecs_;
 
     // From activate() until reset().
     ActiveContext context_;

@@ -390,7 +390,9 @@ Result<void> Image::read(std::uint64_t offset, std::span<std::uint8_t> out) {
 }
 
 // A piece of one cluster: written in place when this image owns the
-// cluster alone (copied flag), else copied on write into a new cluster.
+// cluster alone (copied flag), else copied on write into a new cluster. A
+// zero cluster this image owns (zero flag and a host cluster) is filled
+// in place: the piece amid zeroes, then the flag cleared.
 Result<void> Image::write_cluster_piece(std::uint64_t offset, std::span<const std::uint8_t> data) {
     auto entry = l2_entry(offset);
     if (!entry) {
@@ -398,7 +400,8 @@ Result<void> Image::write_cluster_piece(std::uint64_t offset, std::span<const st
     }
     const std::uint64_t host = *entry & kOffsetMask;
     const std::uint64_t within = offset & (cluster_size() - 1);
-    if (host != 0 && (*entry & kFlagCopied) != 0 && (*entry & kFlagZero) == 0) {
+    const bool owned = host != 0 && (*entry & kFlagCopied) != 0;
+    if (owned && (*entry & kFlagZero) == 0) {
         return pwrite_all(host + within, data);
     }
     std::span<const std::uint8_t> whole = data;
@@ -408,6 +411,12 @@ Result<void> Image::write_cluster_piece(std::uint64_t offset, std::span<const st
         }
         std::memcpy(scratch_.data() + within, data.data(), data.size());
         whole = scratch_;
+    }
+    if (owned) {
+        if (auto r = pwrite_all(host, whole); !r) {
+            return r;
+        }
+        return set_l2_entry(offset - within, host | kFlagCopied);
     }
     auto allocated = allocate_cluster();
     if (!allocated) {
@@ -446,26 +455,29 @@ Result<void> Image::write(std::uint64_t offset, std::span<const std::uint8_t> da
 }
 
 // A whole cluster reads as zeroes from here on: the zero flag where a
-// backing file would show through, else no entry at all.
-Result<void> Image::zero_cluster(std::uint64_t offset) {
+// backing file would show through, else no entry at all; without unmap, a
+// cluster this image owns keeps its host cluster under the zero flag.
+Result<void> Image::zero_cluster(std::uint64_t offset, bool unmap) {
     auto entry = l2_entry(offset);
     if (!entry) {
         return entry.error();
     }
-    const std::uint64_t target = backing_ ? kFlagZero : 0;
+    const std::uint64_t host = *entry & kOffsetMask;
+    const bool keep = !unmap && host != 0 && (*entry & kFlagCopied) != 0;
+    const std::uint64_t target = keep ? host | kFlagCopied | kFlagZero : backing_ ? kFlagZero : 0;
     if (*entry == target) {
         return ok();
     }
     if (auto r = set_l2_entry(offset, target); !r) {
         return r;
     }
-    if ((*entry & kOffsetMask) != 0) {
-        release_later(*entry & kOffsetMask);
+    if (host != 0 && !keep) {
+        release_later(host);
     }
     return ok();
 }
 
-Result<void> Image::zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too) {
+Result<void> Image::zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too, bool unmap) {
     if (!writable_) {
         return make_error("qcow2 image {} is read-only", path_);
     }
@@ -478,7 +490,7 @@ Result<void> Image::zero_range(std::uint64_t offset, std::uint64_t len, bool par
         const std::uint64_t piece = std::min(len - done, cluster_size() - (at & (cluster_size() - 1)));
         done += piece;
         if (piece == cluster_size()) {
-            if (auto r = zero_cluster(at); !r) {
+            if (auto r = zero_cluster(at, unmap); !r) {
                 return r;
             }
             continue;
@@ -501,12 +513,12 @@ Result<void> Image::zero_range(std::uint64_t offset, std::uint64_t len, bool par
     return pending_releases_.size() >= kMaxPendingReleases ? flush() : ok();
 }
 
-Result<void> Image::write_zeroes(std::uint64_t offset, std::uint64_t len) {
-    return zero_range(offset, len, /*partial_too=*/true);
+Result<void> Image::write_zeroes(std::uint64_t offset, std::uint64_t len, bool unmap) {
+    return zero_range(offset, len, /*partial_too=*/true, unmap);
 }
 
 Result<void> Image::discard(std::uint64_t offset, std::uint64_t len) {
-    return zero_range(offset, len, /*partial_too=*/false);
+    return zero_range(offset, len, /*partial_too=*/false, /*unmap=*/true);
 }
 
 Result<void> Image::flush() {

@@ -67,9 +67,11 @@ public:
     // Offsets and lengths are bytes and must lie inside the disk.
     [[nodiscard]] Result<void> write(std::uint64_t offset, std::span<const std::uint8_t> data);
     // Whole clusters in the range become zero clusters (or unallocated when
-    // nothing backs them) and release their host cluster; partial clusters
-    // at the ends are written with zeroes.
-    [[nodiscard]] Result<void> write_zeroes(std::uint64_t offset, std::uint64_t len);
+    // nothing backs them) and, with `unmap`, release their host cluster;
+    // without, a cluster this image owns stays allocated with the zero flag
+    // (virtio 1.2 §5.2.6.2: only an unmap request may deallocate). Partial
+    // clusters at the ends are written with zeroes.
+    [[nodiscard]] Result<void> write_zeroes(std::uint64_t offset, std::uint64_t len, bool unmap = true);
     // Whole clusters as write_zeroes; partial ones are left as they are
     // (a discard is a hint, virtio 1.2 §5.2.6.2).
     [[nodiscard]] Result<void> discard(std::uint64_t offset, std::uint64_t len);
@@ -106,8 +108,8 @@ private:
     [[nodiscard]] Result<void> read_cluster_piece(std::uint64_t entry, std::uint64_t offset,
                                                   std::span<std::uint8_t> out);
     [[nodiscard]] Result<void> write_cluster_piece(std::uint64_t offset, std::span<const std::uint8_t> data);
-    [[nodiscard]] Result<void> zero_cluster(std::uint64_t offset);
-    [[nodiscard]] Result<void> zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too);
+    [[nodiscard]] Result<void> zero_cluster(std::uint64_t offset, bool unmap);
+    [[nodiscard]] Result<void> zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too, bool unmap);
 
     // Refcounts (refcount.cpp).
     [[nodiscard]] Result<std::uint16_t> refcount(std::uint64_t host_offset);

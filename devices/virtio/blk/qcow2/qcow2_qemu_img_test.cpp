@@ -64,7 +64,7 @@ void random_workload(Image& image, Model& model, std::uint64_t seed, int operati
         const std::uint64_t len = 512 * (1 + rng() % 400);
         const std::uint64_t offset = 512 * (rng() % ((model.bytes.size() - len) / 512));
         if (rng() % 4 == 0) {
-            REQUIRE(image.write_zeroes(offset, len));
+            REQUIRE(image.write_zeroes(offset, len, /*unmap=*/rng() % 2 == 0));
             model.zero(offset, len);
         } else {
             const Bytes data = patterned(len, static_cast<std::uint8_t>(i + seed));

@@ -97,7 +97,7 @@ TEST_CASE("random writes, write-zeroes and discards match a byte model") {
                 break;
             }
             case 2:
-                REQUIRE(image->write_zeroes(offset, len));
+                REQUIRE(image->write_zeroes(offset, len, /*unmap=*/rng() % 2 == 0));
                 f.model.zero(offset, len);
                 break;
             default: {
@@ -139,6 +139,24 @@ TEST_CASE("zeroing whole clusters hides the base and releases the overlay's clus
     REQUIRE(image->write(0, Bytes(512, 0x5a)));
     CHECK(read_disk(*image, 0, 512) == Bytes(512, 0x5a));
     CHECK(read_disk(*image, 512, 512) == Bytes(512, 0));
+}
+
+TEST_CASE("write-zeroes without unmap keeps the cluster, which a later write fills in place") {
+    Fixture f;
+    auto image = open_image(f.overlay);
+    REQUIRE(image->write(0, patterned(kCluster, 3)));
+    REQUIRE(image->write_zeroes(0, kCluster, /*unmap=*/false));
+    CHECK(image->pending_releases() == 0);
+    CHECK(read_disk(*image, 0, kCluster) == Bytes(kCluster, 0));
+    struct stat before {};
+    REQUIRE(::stat(f.overlay.c_str(), &before) == 0);
+    REQUIRE(image->write(4096, Bytes(512, 0x77)));
+    struct stat after {};
+    REQUIRE(::stat(f.overlay.c_str(), &after) == 0);
+    CHECK(after.st_size == before.st_size);  // no new cluster
+    Bytes expected(kCluster, 0);
+    std::fill_n(expected.begin() + 4096, 512, 0x77);
+    CHECK(read_disk(*image, 0, kCluster) == expected);
 }
 
 TEST_CASE("a three-deep chain: raw base, two qcow2 overlays, the top one written") {
