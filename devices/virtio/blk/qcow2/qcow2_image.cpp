@@ -94,9 +94,14 @@ Result<std::unique_ptr<DiskReader>> open_backing(const std::string& path, Backin
         return make_coded_error(kCodeBacking, "the backing chain is deeper than {} at {}", kMaxChainDepth,
                                 path);
     }
-    auto file = UniqueFd::open(path, O_RDONLY);
+    // O_NONBLOCK: a name that is a FIFO must not hang the open.
+    auto file = UniqueFd::open(path, O_RDONLY | O_NONBLOCK);
     if (!file) {
         return file.error().context("backing file").with_code(kCodeBacking);
+    }
+    struct stat st {};
+    if (::fstat(file->get(), &st) != 0 || (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))) {
+        return make_coded_error(kCodeBacking, "backing file {} is not a regular file or block device", path);
     }
     if (format == BackingFormat::Probe) {
         auto magic = has_qcow2_magic(file->get());
