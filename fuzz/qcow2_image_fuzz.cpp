@@ -1,9 +1,10 @@
 // libFuzzer target: arbitrary bytes as a qcow2 image (in a memfd). The
 // header cluster goes through parse_header as it is; then, with its
 // backing-file fields cleared (so no host file is opened), the image is
-// opened (odd sizes writable) and read, written, zeroed, discarded and
-// flushed at offsets the input picks. Nothing may crash, hang or allocate
-// from a hostile field; a refused open carries a code or an errno.
+// opened (odd sizes writable), asked for extents, and read, written,
+// zeroed, discarded and flushed at offsets the input picks. Nothing may
+// crash, hang or allocate from a hostile field; a refused open carries a
+// code or an errno.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::uint64_t offset = 0;
     std::uint64_t len = span_at(0, offset);
     (void)disk.read(offset, std::span(buffer).first(len));
+    (void)disk.read_extent(offset, len);
+    (void)disk.write_extent(offset, len);
     if (writable) {
         len = span_at(16, offset);
         (void)disk.write(offset, std::span(buffer).first(len));

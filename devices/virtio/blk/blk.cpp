@@ -311,21 +311,29 @@ Result<Block::Started> Block::start_request() {
             if (len == 0) {
                 return answer(blk::kStatusOk);
             }
-            const std::uint64_t offset = header->sector * blk::kSectorSize;
+            std::uint64_t offset = header->sector * blk::kSectorSize;
+            int fd = IoRing::kFixedFile;
             if (qcow2_) {
-                const std::uint8_t s = qcow2_transfer(is_read, offset, len, reader, writer);
-                return answer(s, s == blk::kStatusOk && is_read ? static_cast<std::uint32_t>(len) + 1 : 1);
+                // One contiguous range of one file goes to io_uring; the rest
+                // is served by the library.
+                const auto extent = qcow2_extent(is_read, offset, len);
+                if (!extent) {
+                    const std::uint8_t s = qcow2_transfer(is_read, offset, len, reader, writer);
+                    return answer(s, s == blk::kStatusOk && is_read ? static_cast<std::uint32_t>(len) + 1 : 1);
+                }
+                offset = extent->offset;
+                fd = extent->fd;
             }
             return submit(static_cast<std::uint32_t>(len), is_read, [&](std::uint16_t index, InFlight& slot) {
                 slot.iovecs.clear();
                 if (is_read) {
                     writer.take_iovecs(len, slot.iovecs);
                     return ring_.readv(index, slot.iovecs.data(), static_cast<unsigned>(slot.iovecs.size()),
-                                       offset);
+                                       offset, fd);
                 }
                 reader.take_iovecs(len, slot.iovecs);
                 return ring_.writev(index, slot.iovecs.data(), static_cast<unsigned>(slot.iovecs.size()),
-                                    offset);
+                                    offset, fd);
             });
         }
         case blk::kTypeFlush:

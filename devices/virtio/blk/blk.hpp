@@ -181,8 +181,10 @@ private:
     // only until stop_waiting() is called.
     void cancel_in_flight(std::optional<std::chrono::milliseconds> bound, bool stoppable);
 
-    // qcow2 requests, served synchronously (blk_qcow2.cpp): status bytes.
+    // qcow2 requests (blk_qcow2.cpp): where a read or write can go to
+    // io_uring as one transfer, else served synchronously: status bytes.
     [[nodiscard]] Result<void> open_qcow2();
+    [[nodiscard]] std::optional<qcow2::Extent> qcow2_extent(bool is_read, std::uint64_t offset, std::uint64_t len);
     [[nodiscard]] std::uint8_t qcow2_transfer(bool is_read, std::uint64_t offset, std::uint64_t len,
                                               ChainReader& reader, ChainWriter& writer);
     [[nodiscard]] std::uint8_t qcow2_flush();

@@ -1,9 +1,11 @@
-// virtio-blk requests on a qcow2 image. Served synchronously on the device
-// thread with pread/pwrite through qcow2::Image, metadata and data alike:
-// the image's L2 and refcount caches live in memory and the host page cache
-// holds the rest, so a request costs page-cache copies, and only a flush
-// waits for the disk (one fdatasync). Moving the data transfers onto the
-// io_uring, as the raw path does, is the next step.
+// virtio-blk requests on a qcow2 image. A read or write whose range is one
+// contiguous range of one file (clusters allocated back to back, or, for a
+// read, the backing file's bytes) goes to io_uring like a raw request; the
+// rest (copy-on-write, allocation, zero clusters, ranges across clusters
+// apart) is served synchronously on the device thread through qcow2::Image,
+// with pread/pwrite on the page cache. Metadata is always synchronous, and
+// a flush is a synchronous fdatasync (then the deferred refcount releases);
+// moving those onto the ring is the next step.
 #include <fcntl.h>
 #include <sys/uio.h>
 
@@ -37,6 +39,14 @@ Result<void> Block::open_qcow2() {
     can_zero_range_ = !read_only_;
     discard_alignment_ = static_cast<std::uint32_t>(qcow2_->cluster_size() / blk::kSectorSize);
     return ok();
+}
+
+std::optional<qcow2::Extent> Block::qcow2_extent(bool is_read, std::uint64_t offset, std::uint64_t len) {
+    auto extent = is_read ? qcow2_->read_extent(offset, len) : qcow2_->write_extent(offset, len);
+    if (!extent) {
+        return std::nullopt;  // the synchronous path reports the error
+    }
+    return *extent;
 }
 
 // A failure answers VIRTIO_BLK_S_IOERR for this request only; the message

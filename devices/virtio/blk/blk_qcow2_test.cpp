@@ -101,6 +101,41 @@ TEST_CASE("a qcow2 overlay reads its base, keeps the driver's writes, zeroes and
     o.check_with_qemu_img();
 }
 
+TEST_CASE("contiguous qcow2 ranges go to io_uring, the rest is served at once") {
+    Overlay o;
+    TestBed bed(open_disk(o.path));
+    bed.start();
+    auto submits = [&] { return disk_of(bed).counters().submits; };
+    // The base through the overlay: one transfer from the raw file.
+    std::uint64_t before = submits();
+    Request base = offer(bed, blk::kTypeIn, 8, {}, {4096, 4096});
+    CHECK(run(bed, base) == blk::kStatusOk);
+    CHECK(data_of(bed, base) == o.base.read(8 * kSector, 8192));
+    CHECK(submits() == before + 1);
+    // A first write allocates: served by the library, no submission.
+    const Bytes a(kCluster, 0x61);
+    before = submits();
+    CHECK(run(bed, blk::kTypeOut, 0, {a}) == blk::kStatusOk);
+    CHECK(submits() == before);
+    // Rewriting and reading the owned cluster: in place, through the ring.
+    const Bytes b(4096, 0x62);
+    CHECK(run(bed, blk::kTypeOut, 16, {b}) == blk::kStatusOk);
+    Request back = offer(bed, blk::kTypeIn, 0, {}, {static_cast<std::uint32_t>(kCluster)});
+    CHECK(run(bed, back) == blk::kStatusOk);
+    CHECK(submits() == before + 2);
+    Bytes expected = a;
+    std::copy(b.begin(), b.end(), expected.begin() + 16 * kSector);
+    CHECK(data_of(bed, back) == expected);
+    // Across the owned cluster and the base: served by the library.
+    Request across = offer(bed, blk::kTypeIn, kCluster / kSector - 8, {}, {8192});
+    CHECK(run(bed, across) == blk::kStatusOk);
+    CHECK(submits() == before + 2);
+    Bytes want(expected.end() - 4096, expected.end());
+    const Bytes tail = o.base.read(kCluster, 4096);
+    want.insert(want.end(), tail.begin(), tail.end());
+    CHECK(data_of(bed, across) == want);
+}
+
 TEST_CASE("a read-only qcow2 disk reads and refuses changes") {
     Overlay o;
     TestBed bed(open_disk(o.path, true));

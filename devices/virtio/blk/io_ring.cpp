@@ -39,33 +39,38 @@ void IoRing::clear_event() const {
     [[maybe_unused]] auto r = event_.consume();
 }
 
+// `prep` gets the file operand: fixed index 0, or `fd` itself.
 template <typename Prep>
-io_uring_sqe* IoRing::prepare(std::uint64_t user_data, Prep&& prep) {
+io_uring_sqe* IoRing::prepare(std::uint64_t user_data, Prep&& prep, int fd) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (sqe != nullptr) {
-        prep(sqe);
-        io_uring_sqe_set_flags(sqe, IOSQE_FIXED_FILE);
+        prep(sqe, fd == kFixedFile ? 0 : fd);
+        io_uring_sqe_set_flags(sqe, fd == kFixedFile ? IOSQE_FIXED_FILE : 0);
         io_uring_sqe_set_data64(sqe, user_data);
     }
     return sqe;
 }
 
-io_uring_sqe* IoRing::readv(std::uint64_t user_data, const iovec* iov, unsigned count, std::uint64_t offset) {
-    return prepare(user_data, [&](io_uring_sqe* sqe) { io_uring_prep_readv(sqe, 0, iov, count, offset); });
+io_uring_sqe* IoRing::readv(std::uint64_t user_data, const iovec* iov, unsigned count, std::uint64_t offset,
+                            int fd) {
+    return prepare(
+        user_data, [&](io_uring_sqe* sqe, int file) { io_uring_prep_readv(sqe, file, iov, count, offset); }, fd);
 }
 
-io_uring_sqe* IoRing::writev(std::uint64_t user_data, const iovec* iov, unsigned count,
-                             std::uint64_t offset) {
-    return prepare(user_data, [&](io_uring_sqe* sqe) { io_uring_prep_writev(sqe, 0, iov, count, offset); });
+io_uring_sqe* IoRing::writev(std::uint64_t user_data, const iovec* iov, unsigned count, std::uint64_t offset,
+                             int fd) {
+    return prepare(
+        user_data, [&](io_uring_sqe* sqe, int file) { io_uring_prep_writev(sqe, file, iov, count, offset); }, fd);
 }
 
 io_uring_sqe* IoRing::fdatasync(std::uint64_t user_data) {
-    return prepare(user_data, [](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, 0, IORING_FSYNC_DATASYNC); });
+    return prepare(user_data,
+                   [](io_uring_sqe* sqe, int file) { io_uring_prep_fsync(sqe, file, IORING_FSYNC_DATASYNC); });
 }
 
 io_uring_sqe* IoRing::fallocate(std::uint64_t user_data, int mode, std::uint64_t offset, std::uint64_t len) {
-    return prepare(user_data, [&](io_uring_sqe* sqe) {
-        io_uring_prep_fallocate(sqe, 0, mode, static_cast<off_t>(offset), static_cast<off_t>(len));
+    return prepare(user_data, [&](io_uring_sqe* sqe, int file) {
+        io_uring_prep_fallocate(sqe, file, mode, static_cast<off_t>(offset), static_cast<off_t>(len));
     });
 }
 

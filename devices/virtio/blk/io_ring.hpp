@@ -34,10 +34,13 @@ public:
 
     // A prepared submission entry targeting fixed file 0, or null when the
     // submission ring is full. `user_data` comes back in the completion.
+    // Reads and writes may target another open file `fd` instead (a qcow2
+    // image's backing file).
+    static constexpr int kFixedFile = -1;
     [[nodiscard]] io_uring_sqe* readv(std::uint64_t user_data, const iovec* iov, unsigned count,
-                                      std::uint64_t offset);
+                                      std::uint64_t offset, int fd = kFixedFile);
     [[nodiscard]] io_uring_sqe* writev(std::uint64_t user_data, const iovec* iov, unsigned count,
-                                       std::uint64_t offset);
+                                       std::uint64_t offset, int fd = kFixedFile);
     [[nodiscard]] io_uring_sqe* fdatasync(std::uint64_t user_data);
     [[nodiscard]] io_uring_sqe* fallocate(std::uint64_t user_data, int mode, std::uint64_t offset,
                                           std::uint64_t len);
@@ -70,7 +73,7 @@ private:
     IoRing(std::unique_ptr<io_uring> ring, EventFd event)
         : ring_(std::move(ring)), event_(std::move(event)) {}
     template <typename Prep>
-    [[nodiscard]] io_uring_sqe* prepare(std::uint64_t user_data, Prep&& prep);
+    [[nodiscard]] io_uring_sqe* prepare(std::uint64_t user_data, Prep&& prep, int fd = kFixedFile);
 
     std::unique_ptr<io_uring> ring_;  // null once moved from
     EventFd event_;

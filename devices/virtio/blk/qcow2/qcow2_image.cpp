@@ -63,6 +63,12 @@ public:
         return pread_fd(file_.get(), offset, out);
     }
     [[nodiscard]] std::uint64_t size() const override { return size_; }
+    Result<std::optional<Extent>> read_extent(std::uint64_t offset, std::uint64_t len) override {
+        if (offset > size_ || len > size_ - offset) {
+            return std::optional<Extent>{};
+        }
+        return std::optional<Extent>{Extent{file_.get(), offset}};
+    }
 
 private:
     UniqueFd file_;
@@ -392,6 +398,49 @@ Result<void> Image::read(std::uint64_t offset, std::span<std::uint8_t> out) {
         done += piece;
     }
     return ok();
+}
+
+// The clusters of [offset, offset + len) all allocated here back to back
+// (for a write: owned, not zero), or, for a read, all unallocated here
+// with the backing disk's extent for the range.
+Result<std::optional<Extent>> Image::extent(std::uint64_t offset, std::uint64_t len, bool for_write) {
+    const std::optional<Extent> none;
+    if (len == 0 || offset > size() || len > size() - offset) {
+        return none;
+    }
+    const std::uint64_t mask = cluster_size() - 1;
+    std::uint64_t first_host = 0;
+    for (std::uint64_t at = offset & ~mask; at < offset + len; at += cluster_size()) {
+        auto entry = l2_entry(at);
+        if (!entry) {
+            return entry.error();
+        }
+        const std::uint64_t host = *entry & kOffsetMask;
+        if ((*entry & kFlagZero) != 0 || (for_write && (host == 0 || (*entry & kFlagCopied) == 0))) {
+            return none;
+        }
+        if (at == (offset & ~mask)) {
+            first_host = host;
+        } else if ((host == 0) != (first_host == 0) ||
+                   (host != 0 && host != first_host + (at - (offset & ~mask)))) {
+            return none;
+        }
+    }
+    if (first_host != 0) {
+        return std::optional<Extent>{Extent{file_.get(), first_host + (offset & mask)}};
+    }
+    return backing_ ? backing_->read_extent(offset, len) : none;
+}
+
+Result<std::optional<Extent>> Image::read_extent(std::uint64_t offset, std::uint64_t len) {
+    return extent(offset, len, /*for_write=*/false);
+}
+
+Result<std::optional<Extent>> Image::write_extent(std::uint64_t offset, std::uint64_t len) {
+    if (!writable_) {
+        return std::optional<Extent>{};
+    }
+    return extent(offset, len, /*for_write=*/true);
 }
 
 // A piece of one cluster: written in place when this image owns the

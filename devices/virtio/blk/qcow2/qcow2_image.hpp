@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +29,13 @@ namespace sbx::qcow2 {
 
 inline constexpr unsigned kMaxChainDepth = 16;
 
+// A byte range of the disk that is one contiguous range of one file, for
+// the caller to transfer itself (with io_uring).
+struct Extent {
+    int fd = -1;
+    std::uint64_t offset = 0;
+};
+
 // A disk read-only in a backing chain: a raw file or a qcow2 image. Reads
 // past its end return zeroes (a backing file may be smaller than the disk).
 class DiskReader {
@@ -35,6 +43,11 @@ public:
     virtual ~DiskReader() = default;
     [[nodiscard]] virtual Result<void> read(std::uint64_t offset, std::span<std::uint8_t> out) = 0;
     [[nodiscard]] virtual std::uint64_t size() const = 0;
+    // Where [offset, offset + len) reads from when that is one contiguous
+    // range of one file; nullopt when it is not (zeroes, clusters apart,
+    // past the end): then read() it.
+    [[nodiscard]] virtual Result<std::optional<Extent>> read_extent(std::uint64_t offset,
+                                                                    std::uint64_t len) = 0;
 };
 
 // Opens `path` read-only as a backing disk: `format` Probe looks at the magic.
@@ -63,6 +76,11 @@ public:
 
     [[nodiscard]] Result<void> read(std::uint64_t offset, std::span<std::uint8_t> out) override;
     [[nodiscard]] std::uint64_t size() const override { return header_.size; }
+    [[nodiscard]] Result<std::optional<Extent>> read_extent(std::uint64_t offset, std::uint64_t len) override;
+    // Where a write of [offset, offset + len) may go in place: clusters this
+    // image owns, allocated back to back and not zero clusters. nullopt
+    // otherwise: then write() it (allocation and metadata).
+    [[nodiscard]] Result<std::optional<Extent>> write_extent(std::uint64_t offset, std::uint64_t len);
 
     // Offsets and lengths are bytes and must lie inside the disk.
     [[nodiscard]] Result<void> write(std::uint64_t offset, std::span<const std::uint8_t> data);
@@ -105,11 +123,14 @@ private:
     // Writes `entry` for the cluster at guest `offset`, allocating its L2
     // table first when the L1 entry is 0.
     [[nodiscard]] Result<void> set_l2_entry(std::uint64_t offset, std::uint64_t entry);
+    [[nodiscard]] Result<std::optional<Extent>> extent(std::uint64_t offset, std::uint64_t len,
+                                                       bool for_write);
     [[nodiscard]] Result<void> read_cluster_piece(std::uint64_t entry, std::uint64_t offset,
                                                   std::span<std::uint8_t> out);
     [[nodiscard]] Result<void> write_cluster_piece(std::uint64_t offset, std::span<const std::uint8_t> data);
     [[nodiscard]] Result<void> zero_cluster(std::uint64_t offset, bool unmap);
-    [[nodiscard]] Result<void> zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too, bool unmap);
+    [[nodiscard]] Result<void> zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too,
+                                          bool unmap);
 
     // Refcounts (refcount.cpp).
     [[nodiscard]] Result<std::uint16_t> refcount(std::uint64_t host_offset);

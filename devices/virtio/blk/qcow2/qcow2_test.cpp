@@ -381,3 +381,70 @@ TEST_CASE("writes past the disk are refused and change nothing") {
     auto read_only = open_image(f.overlay, false);
     CHECK(!read_only->write(0, Bytes(512, 1)));
 }
+
+namespace {
+
+// The bytes an extent names, read straight from its file.
+Bytes read_extent_bytes(const Extent& e, std::size_t len) {
+    Bytes out(len);
+    REQUIRE(::pread(e.fd, out.data(), len, static_cast<off_t>(e.offset)) == static_cast<ssize_t>(len));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("extents: contiguous ranges of one file, for transfers outside the library") {
+    Fixture f;
+    auto image = open_image(f.overlay);
+    // Unwritten: the raw base at the same offset.
+    auto base = image->read_extent(1000, 5000);
+    REQUIRE(base);
+    REQUIRE(base->has_value());
+    CHECK((*base)->offset == 1000);
+    CHECK(read_extent_bytes(**base, 5000) ==
+          Bytes(f.model.bytes.begin() + 1000, f.model.bytes.begin() + 6000));
+    auto write_base = image->write_extent(1000, 5000);
+    REQUIRE(write_base);
+    CHECK(!write_base->has_value());  // a write there needs an allocation
+
+    // Three clusters written by one write are allocated back to back (once
+    // the L2 table exists: the first write also allocates it).
+    REQUIRE(image->write(10 * kCluster, Bytes(512, 1)));
+    f.model.write(10 * kCluster, Bytes(512, 1));
+    const Bytes data = patterned(3 * kCluster, 4);
+    REQUIRE(image->write(0, data));
+    f.model.write(0, data);
+    for (bool for_write : {false, true}) {
+        auto e = for_write ? image->write_extent(100, 3 * kCluster - 200)
+                           : image->read_extent(100, 3 * kCluster - 200);
+        REQUIRE(e);
+        REQUIRE(e->has_value());
+        CHECK((*e)->fd != (*base)->fd);
+        CHECK(read_extent_bytes(**e, 3 * kCluster - 200) == Bytes(data.begin() + 100, data.end() - 100));
+    }
+    // Allocated then unallocated, zero clusters, unbacked holes: none.
+    CHECK(!image->read_extent(2 * kCluster, 2 * kCluster)->has_value());
+    REQUIRE(image->write_zeroes(4 * kCluster, kCluster));
+    CHECK(!image->read_extent(4 * kCluster, 512)->has_value());
+    CHECK(!image->read_extent(f.model.bytes.size() - 512, 1024)->has_value());
+
+    TempDir dir;
+    REQUIRE(create_overlay(dir.file("plain.qcow2"), "", BackingFormat::None, 1 << 20));
+    CHECK(!open_image(dir.file("plain.qcow2"))->read_extent(0, 512)->has_value());
+}
+
+TEST_CASE("extents reach through a qcow2 backing file to where the data is") {
+    Fixture f;
+    {
+        auto mid = open_image(f.overlay);
+        REQUIRE(mid->write(kCluster, patterned(kCluster, 8)));
+    }
+    const std::string leaf_path = f.dir.file("leaf.qcow2");
+    REQUIRE(create_overlay(leaf_path, "overlay.qcow2", BackingFormat::Qcow2, 0));
+    auto leaf = open_image(leaf_path);
+    auto e = leaf->read_extent(kCluster + 10, 1000);
+    REQUIRE(e);
+    REQUIRE(e->has_value());
+    const Bytes expected = patterned(kCluster, 8);
+    CHECK(read_extent_bytes(**e, 1000) == Bytes(expected.begin() + 10, expected.begin() + 1010));
+}
