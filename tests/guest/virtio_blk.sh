@@ -8,6 +8,10 @@
 # image is unchanged afterwards. A third, scratch disk takes a heavy write
 # load at the end, when the host sends the VMM SIGTERM: sbx-vmm must exit 0
 # within a bound, and the images checked above must be as the guest left them.
+# /dev/vdd is a qcow2 overlay made by qemu-img create -b BASE -F raw: the
+# guest reads its base through it and writes 1 MiB before the load; then
+# qemu-img check finds it clean, qemu-img compare finds it equal to the base
+# with that write, and the base is unchanged.
 # Usage: virtio_blk.sh SOURCE_ROOT BUILD_ROOT sbx|qemu
 set -euo pipefail
 src=$1 build=$2 vmm=$3
@@ -17,6 +21,7 @@ src=$1 build=$2 vmm=$3
 . "$src/tests/guest/virtio_lib.sh"
 
 for c in mkfs.ext4 debugfs e2fsck; do need_cmd "$c" "e2fsprogs: the host makes and checks the ext4 image"; done
+need_cmd qemu-img "qemu-utils: the host makes and checks the qcow2 overlay"
 read_bytes=$((8 << 20)) write_bytes=$((4 << 20)) seed=7
 virtio_prepare virtio-blk "$vmm"
 echo "WRITE_BYTES=$write_bytes SEED=$seed" >"$work/env"
@@ -36,8 +41,15 @@ vdb_sum=$(sha256sum <"$work/vdb.img")
 # vdc: a sparse scratch disk that the guest loads with writes at the end.
 truncate -s 128M "$work/vdc.img"
 
+# vdd: a qcow2 overlay (its backing name relative, as sbxd would store it)
+# on 8 MiB of the test stream.
+"$tools/sbx-vsock" gen $((8 << 20)) $((seed + 4)) >"$work/vdd-base.raw"
+(cd "$work" && qemu-img create -q -f qcow2 -b vdd-base.raw -F raw vdd.qcow2)
+vdd_base_sum=$(sha256sum <"$work/vdd-base.raw")
+vdd_head_sum=$(head -c 1048576 "$work/vdd-base.raw" | sha256sum | cut -d' ' -f1)
+
 virtio_run "$vmm" --disk "$work/vda.img" --disk "$work/vdb.img,ro" --disk "$work/vdc.img" \
-  --sigterm-on "SBX-BLK-LOAD: running"
+  --disk "$work/vdd.qcow2" --sigterm-on "SBX-BLK-LOAD: running"
 expect_status 0 "virtio-blk ($vmm): the VMM exited 0 on SIGTERM"
 expect_contains "$log" "SBX-BLK-STEPS-FAILED: 0" "virtio-blk ($vmm): every guest-side step passed"
 expect_lacks "$log" "HOST-ERROR" "virtio-blk ($vmm): no host-side error"
@@ -73,3 +85,17 @@ expect_contains "$log" "SBX-BLK-VDB-RO: 1 getro=1" "/dev/vdb is read-only in the
 expect_contains "$log" "SBX-BLK-VDB-WRITE: refused" "a write to /dev/vdb fails"
 [ "$(sha256sum <"$work/vdb.img")" = "$vdb_sum" ] || fail "the read-only image changed"
 pass "the read-only image is unchanged"
+
+expect_contains "$log" "SBX-BLK-SIZE: vdd 16384 sectors" "the qcow2 overlay is the base's 8 MiB"
+expect_contains "$log" "SBX-BLK-VDD-READ-SHA256: $vdd_head_sum" "the guest reads the base through the overlay"
+expect_contains "$log" "SBX-BLK-VDD-WRITE: done" "the guest wrote 1 MiB to the overlay"
+qemu-img check -f qcow2 "$work/vdd.qcow2" >"$work/qcheck" 2>&1 || { cat "$work/qcheck" >&2; fail "qemu-img check finds the overlay unclean"; }
+pass "qemu-img check: the overlay is clean after the SIGTERM"
+cp "$work/vdd-base.raw" "$work/vdd-expected.raw"
+"$tools/sbx-vsock" gen 1048576 $((seed + 5)) >"$work/vdd-write.bin"
+dd if="$work/vdd-write.bin" of="$work/vdd-expected.raw" bs=512 seek=2051 conv=notrunc 2>/dev/null
+qemu-img compare -f qcow2 -F raw "$work/vdd.qcow2" "$work/vdd-expected.raw" >"$work/qcompare" 2>&1 ||
+  { cat "$work/qcompare" >&2; fail "qemu-img compare: the overlay differs from the base with the guest's write"; }
+pass "qemu-img compare: the overlay holds the base with the guest's write"
+[ "$(sha256sum <"$work/vdd-base.raw")" = "$vdd_base_sum" ] || fail "the overlay's base changed"
+pass "the overlay's base is unchanged"

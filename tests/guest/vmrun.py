@@ -126,7 +126,7 @@ class Machine:
         # Disks in -device order are vda, vdb, ... (checked by the
         # virtio-blk test), as with sbx-vmm's --disk order.
         for i, (path, ro) in enumerate(self.disks):
-            argv += ["-drive", f"file={path},format=raw,if=none,id=d{i},"
+            argv += ["-drive", f"file={path},format={image_format(path)},if=none,id=d{i},"
                      f"{self.qemu_drive_options(path)}" + (",readonly=on" if ro else ""),
                      "-device", f"virtio-blk-device,drive=d{i}"]
         if self.net:
@@ -485,6 +485,12 @@ def scenario_net(machine, args, workdir):
 
 
 # --- main --------------------------------------------------------------------
+
+def image_format(path):
+    """qcow2 for a file starting with the qcow2 magic, else raw."""
+    with open(path, "rb") as f:
+        return "qcow2" if f.read(4) == b"QFI\xfb" else "raw"
+
 
 def disk_spec(spec):
     path, _, flags = spec.partition(",")

@@ -3,7 +3,10 @@
 #   /dev/vda: ext4 made by the host, holding hello.txt and big.bin (a
 #             test stream the host wrote; its sha256 is reported);
 #   /dev/vdb: attached read-only, starting with a line of text;
-#   /dev/vdc (optional): a scratch disk for the load at the end.
+#   /dev/vdc (optional): a scratch disk for the load at the end;
+#   /dev/vdd (optional): a qcow2 overlay on a raw base of the test stream
+#             (seed SEED+4): the sha256 of its first MiB is reported, then
+#             the stream with seed SEED+5 (1 MiB) is written at sector 2051.
 # Reports what it reads, writes from-guest.txt and from-guest.bin (the test
 # stream, WRITE_BYTES long, seed SEED+1) for the host to check in the image
 # after the VM exits, then checks that vdb refuses writes. One SBX-BLK-*
@@ -40,6 +43,20 @@ if timeout 60 dd if=/dev/zero of=/dev/vdb bs=4096 count=1 oflag=direct 2>/dev/nu
     bad "a write to the read-only /dev/vdb succeeded"
 else
     echo "SBX-BLK-VDB-WRITE: refused"
+fi
+
+# The qcow2 overlay: reads come from its base until written; the write
+# starts mid-cluster and ends mid-cluster (copy-on-write at both ends).
+if [ -b /dev/vdd ]; then
+    echo "SBX-BLK-SIZE: vdd $(cat /sys/block/vdd/size) sectors"
+    echo "SBX-BLK-VDD-READ-SHA256: $(timeout 60 head -c 1048576 /dev/vdd | sha256sum | cut -d' ' -f1)"
+    mkdir -p /tmp
+    sbx-vsock gen 1048576 "$((SEED + 5))" >/tmp/vdd.bin || bad "make the vdd stream"
+    if timeout 60 dd if=/tmp/vdd.bin of=/dev/vdd bs=512 seek=2051 oflag=direct 2>/dev/null && sync; then
+        echo "SBX-BLK-VDD-WRITE: done"
+    else
+        bad "write to /dev/vdd"
+    fi
 fi
 
 # /dev/vdc: a scratch disk under a heavy load of direct writes and flushes,
