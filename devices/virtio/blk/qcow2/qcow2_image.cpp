@@ -498,6 +498,15 @@ Result<void> Image::write(std::uint64_t offset, std::span<const std::uint8_t> da
     std::uint64_t done = 0;
     while (done < data.size()) {
         const std::uint64_t at = offset + done;
+        if ((at & (cluster_size() - 1)) == 0 && data.size() - done >= cluster_size()) {
+            auto run =
+                write_cluster_run(at, data.subspan(done, (data.size() - done) & ~(cluster_size() - 1)));
+            if (!run) {
+                return run.error();
+            }
+            done += *run;
+            continue;
+        }
         const std::uint64_t piece =
             std::min(data.size() - done, cluster_size() - (at & (cluster_size() - 1)));
         if (auto r = write_cluster_piece(at, data.subspan(done, piece)); !r) {

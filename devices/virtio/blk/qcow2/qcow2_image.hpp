@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.hpp"
@@ -128,6 +129,15 @@ private:
     [[nodiscard]] Result<void> read_cluster_piece(std::uint64_t entry, std::uint64_t offset,
                                                   std::span<std::uint8_t> out);
     [[nodiscard]] Result<void> write_cluster_piece(std::uint64_t offset, std::span<const std::uint8_t> data);
+    // Whole clusters from `offset` (qcow2_cluster_run.cpp): as many as go in one
+    // pwrite (in place, or newly allocated back to back), with their
+    // refcounts and L2 entries written in one pwrite each. Returns the bytes
+    // written, at least one cluster.
+    [[nodiscard]] Result<std::uint64_t> write_cluster_run(std::uint64_t offset,
+                                                          std::span<const std::uint8_t> data);
+    // Up to `count` new clusters back to back with refcount 1: the first
+    // host offset and how many.
+    [[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> allocate_run(std::uint64_t count);
     [[nodiscard]] Result<void> zero_cluster(std::uint64_t offset, bool unmap);
     [[nodiscard]] Result<void> zero_range(std::uint64_t offset, std::uint64_t len, bool partial_too,
                                           bool unmap);

@@ -102,6 +102,33 @@ TEST_CASE("our overlay on a raw base, written at random: qemu-img check is clean
     CHECK(info.output.find("backing file format: raw") != std::string::npos);
 }
 
+TEST_CASE("runs of whole clusters across refcount blocks and L2 tables: check clean, compare equal") {
+    require_qemu_img();
+    TempDir dir;
+    // 512-byte clusters: a refcount block covers 256 clusters, an L2 table 64.
+    Model model{patterned(4 << 20, 6)};
+    write_file(dir.file("base.raw"), model.bytes);
+    REQUIRE(create_overlay(dir.file("o.qcow2"), "base.raw", BackingFormat::Raw, 0, {.cluster_bits = 9}));
+    {
+        auto image = open_image(dir.file("o.qcow2"));
+        std::mt19937_64 rng(7);
+        for (int i = 0; i < 200; ++i) {
+            const std::uint64_t len = 512 * (1 + rng() % 700);
+            const std::uint64_t offset = 512 * (rng() % ((model.bytes.size() - len) / 512));
+            const Bytes data = patterned(len, static_cast<std::uint8_t>(i));
+            REQUIRE(image->write(offset, data));
+            model.write(offset, data);
+            if (i % 10 == 0) {
+                REQUIRE(image->write_zeroes(offset, len / 2, rng() % 2 == 0));
+                model.zero(offset, len / 2);
+            }
+        }
+        CHECK(read_disk(*image, 0, model.bytes.size()) == model.bytes);
+    }
+    check_clean(dir.file("o.qcow2"));
+    check_compare(dir, dir.file("o.qcow2"), model);
+}
+
 TEST_CASE("images qemu-img creates and qemu-io writes open here, and stay clean after our writes") {
     require_qemu_img();
     TempDir dir;

@@ -448,3 +448,28 @@ TEST_CASE("extents reach through a qcow2 backing file to where the data is") {
     const Bytes expected = patterned(kCluster, 8);
     CHECK(read_extent_bytes(**e, 1000) == Bytes(expected.begin() + 10, expected.begin() + 1010));
 }
+
+TEST_CASE("whole-cluster writes allocate runs back to back and rewrite them in place") {
+    Fixture f;
+    auto image = open_image(f.overlay);
+    const Bytes first = patterned(10 * kCluster, 21);
+    REQUIRE(image->write(0, first));
+    f.model.write(0, first);
+    struct stat st {};
+    REQUIRE(::stat(f.overlay.c_str(), &st) == 0);
+    CHECK(st.st_size == (4 + 10 + 1) * kCluster);  // the run, then its L2 table
+    auto e = image->read_extent(0, 10 * kCluster);
+    REQUIRE(e);
+    CHECK(e->has_value());
+    REQUIRE(image->write(kCluster, patterned(4 * kCluster, 22)));  // in place
+    f.model.write(kCluster, patterned(4 * kCluster, 22));
+    REQUIRE(::stat(f.overlay.c_str(), &st) == 0);
+    CHECK(st.st_size == (4 + 10 + 1) * kCluster);
+    // Owned clusters, then new ones, then a partial one: three kinds in one write.
+    const Bytes mixed = patterned(5 * kCluster + 3000, 23);
+    REQUIRE(image->write(8 * kCluster, mixed));
+    f.model.write(8 * kCluster, mixed);
+    check_matches(*image, f.model);
+    image.reset();
+    check_matches(*open_image(f.overlay), f.model);
+}
