@@ -205,7 +205,7 @@ private:
     std::uint64_t features_ = 0;
     blk::ConfigSpace config_space_{};
     std::unique_ptr<qcow2::Image> qcow2_;  // null: a raw image
-    std::vector<iovec> qcow2_iovecs_;
+    std::vector<std::uint8_t> qcow2_bounce_;  // data of requests the library serves
 
     // From activate() until reset().
     ActiveContext context_;

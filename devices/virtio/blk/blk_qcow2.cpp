@@ -53,22 +53,30 @@ std::optional<qcow2::Extent> Block::qcow2_extent(bool is_read, std::uint64_t off
 // names the disk and the offset.
 std::uint8_t Block::qcow2_transfer(bool is_read, std::uint64_t offset, std::uint64_t len, ChainReader& reader,
                                    ChainWriter& writer) {
-    qcow2_iovecs_.clear();
-    if (is_read) {
-        writer.take_iovecs(len, qcow2_iovecs_);
-    } else {
-        reader.take_iovecs(len, qcow2_iovecs_);
-    }
-    std::uint64_t at = offset;
-    for (const iovec& v : qcow2_iovecs_) {
-        auto* base = static_cast<std::uint8_t*>(v.iov_base);
-        auto r = is_read ? qcow2_->read(at, std::span(base, v.iov_len))
-                         : qcow2_->write(at, std::span<const std::uint8_t>(base, v.iov_len));
+    // Through a bounce buffer of up to 1 MiB: the guest's buffers are often
+    // 4 KiB pages, and the library works best on whole clusters (one
+    // allocation run, not a copy-on-write per page).
+    constexpr std::uint64_t kBounceBytes = 1 << 20;
+    for (std::uint64_t done = 0; done < len;) {
+        const std::uint64_t n = std::min(len - done, kBounceBytes);
+        qcow2_bounce_.resize(std::max<std::size_t>(qcow2_bounce_.size(), n));
+        const std::span chunk(qcow2_bounce_.data(), n);
+        Result<void> r;
+        if (is_read) {
+            r = qcow2_->read(offset + done, chunk);
+            if (r) {
+                writer.write(chunk);
+            }
+        } else {
+            reader.read(chunk);
+            r = qcow2_->write(offset + done, chunk);
+        }
         if (!r) {
-            log::warn("{}: {} at {}: {}", name(), is_read ? "read" : "write", at, r.error().to_string());
+            log::warn("{}: {} at {}: {}", name(), is_read ? "read" : "write", offset + done,
+                      r.error().to_string());
             return blk::kStatusIoErr;
         }
-        at += v.iov_len;
+        done += n;
     }
     return blk::kStatusOk;
 }

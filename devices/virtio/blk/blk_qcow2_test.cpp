@@ -5,6 +5,7 @@
 // its code. After the device is gone, qemu-img check and compare (when
 // installed) agree with what the driver wrote.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include "devices/virtio/blk/blk_test_util.hpp"
 #include "devices/virtio/blk/qcow2/qcow2_create.hpp"
@@ -134,6 +135,28 @@ TEST_CASE("contiguous qcow2 ranges go to io_uring, the rest is served at once") 
     const Bytes tail = o.base.read(kCluster, 4096);
     want.insert(want.end(), tail.begin(), tail.end());
     CHECK(data_of(bed, across) == want);
+}
+
+TEST_CASE("a write in 4 KiB pages covering whole clusters allocates them as one run") {
+    Overlay o;
+    {
+        TestBed bed(open_disk(o.path));
+        bed.start();
+        std::vector<Bytes> pages;
+        for (std::uint64_t i = 0; i < 2 * kCluster / 4096; ++i) {
+            pages.push_back(Bytes(4096, static_cast<std::uint8_t>(i + 1)));
+            o.model.write(i * 4096, pages.back());
+        }
+        CHECK(run(bed, blk::kTypeOut, 0, pages) == blk::kStatusOk);
+        auto image = q::testing::open_image(o.path, false);
+        auto e = image->read_extent(0, 2 * kCluster);
+        REQUIRE(e);
+        CHECK(e->has_value());  // back to back: not one copy-on-write per page
+        struct stat st {};
+        REQUIRE(::stat(o.path.c_str(), &st) == 0);
+        CHECK(st.st_size == (4 + 2 + 1) * kCluster);  // two data clusters and their L2 table
+    }
+    CHECK(o.read_back(0, o.model.bytes.size()) == o.model.bytes);
 }
 
 TEST_CASE("a read-only qcow2 disk reads and refuses changes") {
