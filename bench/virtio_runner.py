@@ -4,6 +4,9 @@ bench/virtio_guest.sh as /sbx-run) and scratch disk under sbx-vmm and under
 QEMU -M microvm, alternating, and prints virtio-blk sequential write/read
 throughput, 4 KiB random-read IOPS and virtio-vsock throughput in both
 directions, side by side with the ratio sbx/QEMU (above 1: sbx-vmm faster).
+With qcow2 in --formats, every run also boots each VMM on a fresh qcow2
+overlay of the scratch disk (qemu-img create -b DISK -F raw), and the
+qcow2 rows add the ratio of sbx-vmm's qcow2 to its raw numbers.
 Runs wherever /dev/kvm can boot Linux; bench/virtio puts it inside the nested
 harness when the host needs that. The VM plumbing (device flags for either
 VMM, the vsock host side) is tests/guest/vmrun.py's."""
@@ -14,6 +17,7 @@ import re
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,11 +39,17 @@ METRICS = [
 BENCH_LINE = re.compile(r"SBX-BENCH: (blk-\w+) .*MBps=([0-9.]+) iops=([0-9.]+)")
 
 
-def run_once(args, vmm, disk):
-    """One boot; returns {metric: value} (missing metrics: the step failed)."""
+def run_once(args, vmm, disk, image_format="raw"):
+    """One boot; returns {metric: value} (missing metrics: the step failed).
+    For qcow2 the guest's disk is a fresh overlay on `disk`."""
     workdir = tempfile.mkdtemp(prefix="sbx-bench.", dir="/tmp")
     results = {}
     try:
+        if image_format == "qcow2":
+            overlay = os.path.join(workdir, "overlay.qcow2")
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", disk, "-F", "raw", overlay],
+                           check=True)
+            disk = overlay
         machine = vmrun.Machine(vmm, args.kernel, args.initrd, sbx_vmm=args.vmm_path,
                                 qemu=args.qemu, cpus=args.cpus, memory=args.memory,
                                 disks=[(disk, False)], vsock=True,
@@ -121,6 +131,8 @@ def main():
                     help="auto: none (O_DIRECT) when the image's file system allows it, else writeback")
     ap.add_argument("--qemu-aio", default="io_uring")
     ap.add_argument("--only", choices=("sbx", "qemu"))
+    ap.add_argument("--formats", default="raw,qcow2",
+                    help="disk formats, comma-separated: raw, qcow2 (an overlay on the raw disk)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per boot")
     args = ap.parse_args()
 
@@ -135,18 +147,20 @@ def main():
     args.qemu_cache = cache
 
     vmms = [args.only] if args.only else ["sbx", "qemu"]
-    results = {v: {k: [] for k, _, _ in METRICS} for v in vmms}
-    failed = {v: 0 for v in vmms}
+    formats = [f for f in args.formats.split(",") if f]
+    configs = [(v, f) for f in formats for v in vmms]
+    results = {c: {k: [] for k, _, _ in METRICS} for c in configs}
+    failed = {c: 0 for c in configs}
     try:
         for run in range(args.runs):
             # Alternate who goes first, so neither always gets a cold cache.
-            for vmm in (vmms if run % 2 == 0 else vmms[::-1]):
-                vmrun.host("BENCH-RUN", f"{run + 1}/{args.runs} {vmm}")
-                r = run_once(args, vmm, disk)
+            for vmm, image_format in (configs if run % 2 == 0 else configs[::-1]):
+                vmrun.host("BENCH-RUN", f"{run + 1}/{args.runs} {vmm} {image_format}")
+                r = run_once(args, vmm, disk, image_format)
                 if len(r) < len(METRICS):
-                    failed[vmm] += 1
+                    failed[(vmm, image_format)] += 1
                 for k, v in r.items():
-                    results[vmm][k].append(v)
+                    results[(vmm, image_format)][k].append(v)
     finally:
         os.unlink(disk)
 
@@ -156,20 +170,28 @@ def main():
     print(f"{args.cpus} vCPU, {args.memory} MiB; scratch disk {args.disk_mib} MiB in {args.disk_dir}; "
           f"QEMU drive cache={cache},aio={args.qemu_aio}; vsock {args.vsock_bytes >> 20} MiB each way; "
           f"{args.runs} runs each, alternating; runs with a failed step: "
-          + ", ".join(f"{v} {failed[v]}" for v in vmms))
+          + ", ".join(f"{v} {f} {failed[(v, f)]}" for v, f in configs))
 
-    def med(vmm, key):
-        values = results.get(vmm, {}).get(key)
+    def med(vmm, image_format, key):
+        values = results.get((vmm, image_format), {}).get(key)
         return statistics.median(values) if values else None
 
     def fmt(v):
         return f"{v:10.1f}" if v is not None else f"{'n/a':>10}"
 
-    print(f"{'median':<26} {'unit':<5} {'sbx-vmm':>10} {'qemu':>10} {'sbx/qemu':>9}")
-    for key, label, unit in METRICS:
-        s, q = med("sbx", key), med("qemu", key)
-        ratio = f"{s / q:8.2f}x" if s and q else f"{'n/a':>9}"
-        print(f"{label:<26} {unit:<5} {fmt(s)} {fmt(q)} {ratio}")
+    def ratio(a, b):
+        return f"{a / b:8.2f}x" if a and b else f"{'n/a':>9}"
+
+    print(f"{'median':<34} {'unit':<5} {'sbx-vmm':>10} {'qemu':>10} {'sbx/qemu':>9} {'qcow2/raw':>9}")
+    for image_format in formats:
+        for key, label, unit in METRICS:
+            if image_format == "qcow2" and key.startswith("vsock"):
+                continue  # the disk format does not touch vsock
+            s, q = med("sbx", image_format, key), med("qemu", image_format, key)
+            row = f"{label + ('' if image_format == 'raw' else ' (qcow2)'):<34} {unit:<5} {fmt(s)} {fmt(q)} {ratio(s, q)}"
+            if image_format == "qcow2":
+                row += f" {ratio(s, med('sbx', 'raw', key))}"
+            print(row)
     return 0 if not any(failed.values()) else 1
 
 
