@@ -271,16 +271,15 @@ TEST_CASE("compressed, encrypted and snapshotted images from qemu-img are refuse
     run_ok("qemu-img snapshot -c first '" + dir.file("s.qcow2") + "'");
     run_ok("qemu-img create -q -f qcow2 -o compat=0.10 '" + dir.file("v2.qcow2") + "' 1M");
     run_ok("qemu-img create -q -f qcow2 -o extended_l2=on '" + dir.file("x.qcow2") + "' 1M");
-    for (const auto& [name, words] :
-         std::vector<std::pair<std::string, std::string>>{{"z.qcow2", "compressed"},
-                                                          {"e.qcow2", "encryption"},
-                                                          {"s.qcow2", "snapshots"},
-                                                          {"v2.qcow2", "version 2"},
-                                                          {"x.qcow2", "extended L2"}}) {
-        INFO(name);
-        auto image = try_open(dir.file(name));
+    for (const auto& refused : std::vector<std::pair<std::string, std::string>>{{"z.qcow2", "compressed"},
+                                                                                {"e.qcow2", "encryption"},
+                                                                                {"s.qcow2", "snapshots"},
+                                                                                {"v2.qcow2", "version 2"},
+                                                                                {"x.qcow2", "extended L2"}}) {
+        INFO(refused.first);
+        auto image = try_open(dir.file(refused.first));
         REQUIRE(!image);
         CHECK(image.error().code == kCodeUnsupported);
-        CHECK_MESSAGE(image.error().message.find(words) != std::string::npos, image.error().message);
+        CHECK_MESSAGE(image.error().message.find(refused.second) != std::string::npos, image.error().message);
     }
 }
