@@ -15,28 +15,6 @@ std::uint64_t unix_ms_now() {
                                           .count());
 }
 
-// A restore may change where the host side of a device lives, never what
-// the guest sees of its machine.
-Result<void> check_same_machine(const VmConfig& saved, const VmConfig& adjusted) {
-    if (adjusted.cpus != saved.cpus) {
-        return make_error("config_mismatch: the snapshot has {} vCPUs, not {}", saved.cpus, adjusted.cpus);
-    }
-    if (adjusted.memory_mib != saved.memory_mib) {
-        return make_error("config_mismatch: the snapshot has {} MiB of memory, not {}", saved.memory_mib,
-                          adjusted.memory_mib);
-    }
-    if (adjusted.disks.size() != saved.disks.size() || adjusted.net.has_value() != saved.net.has_value() ||
-        adjusted.vsock.has_value() != saved.vsock.has_value() || adjusted.rng != saved.rng) {
-        return make_error("config_mismatch: the devices differ from the snapshot's");
-    }
-    for (std::size_t i = 0; i < saved.disks.size(); ++i) {
-        if (adjusted.disks[i].read_only != saved.disks[i].read_only) {
-            return make_error("config_mismatch: disk {} changed between read-only and writable", i);
-        }
-    }
-    return ok();
-}
-
 Result<void> check_memory_layout(const SnapshotReader& reader, const VmConfig& config) {
     auto expected = boot::ram_regions(config.memory_mib << 20);
     auto stored = reader.memory_regions();
@@ -155,16 +133,11 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
     if (!machine) {
         return machine.error();
     }
-    VmConfig config = *saved;
-    if (options.adjust) {
-        if (auto r = options.adjust(config); !r) {
-            return r.error();
-        }
+    auto config = restored_config(*saved, options.host);
+    if (!config) {
+        return config.error();
     }
-    if (auto r = check_same_machine(*saved, config); !r) {
-        return r.error();
-    }
-    if (auto r = check_memory_layout(*reader, config); !r) {
+    if (auto r = check_memory_layout(*reader, *config); !r) {
         return r.error();
     }
     if (options.mode == RestoreMode::Private && reader->info().mode != MemoryMode::Raw) {
@@ -176,7 +149,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
         case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy); break;
         case RestoreMode::Private: memory = private_memory(*reader, path, restored.guards); break;
     }
-    auto vm = VmBuilder(config, options.start).restore(*machine, memory);
+    auto vm = VmBuilder(*config, options.start).restore(*machine, memory);
     if (!vm) {
         return vm.error();
     }
@@ -186,7 +159,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
             machine_vm->request_exit({ExitReason::VmmError, error.to_string()});
         });
     }
-    restored.config = std::move(config);
+    restored.config = std::move(*config);
     return restored;
 }
 

@@ -3,7 +3,6 @@
 // is snapshot/format (docs/snapshot-format.md).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "snapshot/format/writer.hpp"
 #include "snapshot/lazy_memory.hpp"
 #include "snapshot/mapping_guard.hpp"
+#include "snapshot/restore_config.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace sbx::snapshot {
@@ -38,10 +38,9 @@ struct RestoreOptions {
     RestoreMode mode = RestoreMode::Eager;
     Vm::Clock::time_point start = Vm::Clock::now();  // the zero of the VM's set-up time
     unsigned threads = 0;  // decompression threads; 0: one per host CPU
-    // Host-side changes to the saved configuration before the VM is built:
-    // a console, a vsock socket or CID, a tap. A change to the machine
-    // (vCPUs, memory, device list) is refused as config_mismatch.
-    std::function<Result<void>(VmConfig&)> adjust;
+    // Every host resource the VM opens, and the limits on what the file may
+    // ask for (restore_config.hpp): the file itself names none.
+    RestoreHost host;
 };
 
 // A restored VM with what its memory still reads from: destroy (or
@@ -52,7 +51,7 @@ struct RestoredVm {
     std::vector<MappingGuard> guards;
     std::unique_ptr<Vm> vm;
     std::unique_ptr<LazyMemory> lazy;  // Lazy mode: serves faults while the VM runs
-    VmConfig config;  // as restored, after `adjust`
+    VmConfig config;  // as restored: the saved machine on the caller's host side
     double memory_seconds = 0;  // Eager: loading all guest memory
 };
 

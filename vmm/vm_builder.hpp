@@ -23,8 +23,8 @@ public:
         GuestMemory::MapRegion map_region;
         std::function<Result<void>(const GuestMemory&)> load;  // may be empty
     };
-    // The VM a snapshot was taken of, from that VM's config (the snapshot's
-    // own, with host-side overrides): no kernel is loaded; memory comes
+    // The VM a snapshot was taken of, from that VM's config (the saved
+    // machine on the caller's host side, snapshot/restore_config.hpp): no kernel is loaded; memory comes
     // from `memory` and every vCPU, chip and device from `state`. Refuses
     // a CPU this host cannot provide (cpu_mismatch) before touching memory.
     [[nodiscard]] Result<std::unique_ptr<Vm>> restore(const MachineState& state, const RestoredMemory& memory);

@@ -23,8 +23,8 @@ constexpr std::size_t kMaxConfigBytes = 1 << 20;
 struct Flags {
     std::string config_path, kernel, initrd, cmdline, console, kvm_device, net, vsock;
     std::vector<std::string> disks;
-    unsigned cpus = 0;
-    std::uint64_t memory = 0;
+    unsigned cpus = 0, max_cpus = 0;
+    std::uint64_t memory = 0, max_memory = 0;
     bool cpus_set = false, memory_set = false, rng = false;
 };
 
@@ -38,9 +38,8 @@ sbx::Result<void> parse_into(const std::string& flag, const std::string& spec, P
     return sbx::ok();
 }
 
-// Overlays the flags on `config`. On a restore, --disk replaces the saved
-// disks (the same count, e.g. a copy of each) instead of adding to them.
-sbx::Result<void> apply_flags(const Flags& f, sbx::VmConfig& config, bool restoring) {
+// Overlays the flags on `config`.
+sbx::Result<void> apply_flags(const Flags& f, sbx::VmConfig& config) {
     if (!f.config_path.empty()) {
         auto text = sbx::read_file(f.config_path, kMaxConfigBytes);
         if (!text) {
@@ -60,9 +59,6 @@ sbx::Result<void> apply_flags(const Flags& f, sbx::VmConfig& config, bool restor
         if (auto r = parse_into("--console", f.console, sbx::ConsoleConfig::parse, config.console); !r) {
             return r;
         }
-    }
-    if (restoring && !f.disks.empty()) {
-        config.disks.clear();
     }
     for (const auto& spec : f.disks) {
         sbx::DiskConfig disk;
@@ -101,7 +97,25 @@ sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Rest
     if (!flags.kernel.empty() || !flags.initrd.empty() || !flags.cmdline.empty()) {
         return sbx::make_error("--kernel, --initrd and --cmdline do not apply to --restore (the guest is already running)");
     }
+    if (flags.rng) {
+        return sbx::make_error("--rng does not apply to --restore (a saved virtio-rng, which has no host side, is kept)");
+    }
+    // The host side comes from the same flags (and --config keys) as a
+    // boot's; the snapshot's own device list only says what must be given.
+    sbx::VmConfig host;
+    if (auto r = apply_flags(flags, host); !r) {
+        return r.error();
+    }
     sbx::snapshot::RestoreOptions options;
+    options.host.console = host.console;
+    options.host.kvm_device = host.kvm_device;
+    options.host.disks = host.disks;
+    options.host.net = host.net;
+    options.host.vsock = host.vsock;
+    if (flags.cpus_set) options.host.cpus = flags.cpus;
+    if (flags.memory_set) options.host.memory_mib = flags.memory;
+    options.host.max_cpus = flags.max_cpus;
+    options.host.max_memory_mib = flags.max_memory;
     options.start = start;
     if (restore.mode == "lazy") {
         options.mode = sbx::snapshot::RestoreMode::Lazy;
@@ -110,7 +124,6 @@ sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Rest
     } else if (restore.mode != "eager") {
         return sbx::make_error("--restore-mode is eager, lazy or private, not {}", restore.mode);
     }
-    options.adjust = [&flags](sbx::VmConfig& c) { return apply_flags(flags, c, true); };
     auto restored = sbx::snapshot::restore_vm(restore.path, options);
     if (!restored) {
         return restored.error();
@@ -185,10 +198,16 @@ int main(int argc, char** argv) {
                                                    "write; without it the op is refused")
         ->check(CLI::ExistingDirectory);
     Restore restore;
-    app.add_option("--restore", restore.path, "restore the VM saved in this snapshot instead of booting; "
-                                              "--vsock, --net, --console and --disk (all disks, same count) "
-                                              "may move its host side")
+    app.add_option("--restore", restore.path, "restore the VM saved in this snapshot instead of booting. The "
+                                              "file names no host resource: give the host side of each saved "
+                                              "device (--disk for every saved disk, in order, with its read-only "
+                                              "setting and size; --net tap; --vsock); vCPUs and memory come "
+                                              "from the file, bounded by --max-cpus and --max-memory")
         ->check(CLI::ExistingFile);
+    app.add_option("--max-cpus", f.max_cpus, "with --restore: refuse a snapshot with more vCPUs (default: "
+                                             "this host's online CPUs)");
+    app.add_option("--max-memory", f.max_memory, "with --restore: refuse a snapshot with more memory, in MiB "
+                                                 "(default: this host's RAM)");
     app.add_option("--restore-mode", restore.mode, "eager (read all memory first), lazy (start at once; "
                                                    "memory loads on fault and behind) or private (map a raw "
                                                    "snapshot copy-on-write; pages load on first touch)");
@@ -210,7 +229,7 @@ int main(int argc, char** argv) {
         config = restored.config;
         vm = restored.vm.get();
     } else {
-        auto applied = apply_flags(f, config, false);
+        auto applied = apply_flags(f, config);
         auto built = applied ? sbx::VmBuilder(config, start).build() : applied.error();
         if (!built) {
             sbx::log::error("{}", describe(built.error()));

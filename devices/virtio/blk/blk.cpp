@@ -511,11 +511,12 @@ Result<void> Block::restore_state(ByteReader& in) {
     }
     // The guest's file systems were mounted on the disk it saw.
     if (capacity != capacity_) {
-        return make_error("the snapshot's disk has {} sectors, {} has {}", capacity, path_, capacity_);
+        return make_coded_error("config_mismatch", "the snapshot's disk has {} sectors, {} has {}", capacity, path_,
+                                capacity_);
     }
     if (read_only != read_only_) {
-        return make_error("the snapshot's disk was {}, {} is opened {}", read_only ? "read-only" : "writable",
-                          path_, read_only_ ? "read-only" : "writable");
+        return make_coded_error("config_mismatch", "the snapshot's disk was {}, {} is opened {}",
+                                read_only ? "read-only" : "writable", path_, read_only_ ? "read-only" : "writable");
     }
     return ok();
 }
