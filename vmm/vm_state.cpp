@@ -221,14 +221,24 @@ Result<void> Vm::restore_state(const MachineState& state) {
     }
     // VM-wide chips first (the IOAPIC routes what the LAPICs then receive),
     // then each vCPU, then the devices that may raise interrupts.
-    if (auto r = kvm_vm_.restore_state(state.vm); !r) {
-        return r.error();
+    // The guest's clocks move on by the time the snapshot spent on disk, so
+    // its wall clock is the host's (each fork of one file gets its own
+    // "now"); then each vCPU's kvmclock says the guest was stopped.
+    auto advanced = kvm_vm_.restore_state(state.vm, kvm::ClockRestore::AdvanceByRealtime);
+    if (!advanced) {
+        return advanced.error();
     }
     for (std::size_t i = 0; i < vcpus_.size(); ++i) {
-        if (auto r = vcpus_[i].restore_state(state.vcpus[i]); !r) {
+        if (auto r = vcpus_[i].restore_state(state.vcpus[i], *advanced); !r) {
             return r.error().context(fmt::format("vCPU {}", i));
         }
     }
+    for (const auto& vcpu : vcpus_) {
+        if (auto r = vcpu.notify_paused(); !r) {
+            log::warn("vCPU {}: {}", vcpu.id(), r.error().to_string());
+        }
+    }
+    log::info("guest clock advanced {:.3f} s past the snapshot", static_cast<double>(*advanced) / 1e9);
     if (auto r = serial_->restore(state.serial); !r) {
         return r.error().context("serial");
     }

@@ -6,8 +6,9 @@
 # Each fork gets a new identity through the agent (generation, RNG seed,
 # MAC, its own token) and must report it; the origin's token must then be
 # refused by every fork; the forks' kernel RNGs must differ, their
-# counters keep the PID and diverge, and their memory is shared (the sum
-# of the VMMs' PSS is well under the sum of their RSS).
+# counters keep the PID and diverge, their wall clocks are the host's, and
+# their memory is shared (the sum of the VMMs' PSS is well under the sum of
+# their RSS).
 # One "ok: ..." or "FAIL: ..." line per check; exit status: failures.
 # Usage: fork_session.sh KERNEL INITRAMFS SBX_VMM AGENTCTL LOGDIR
 set -uo pipefail
@@ -53,6 +54,8 @@ EOF
 smaps_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/smaps_rollup"; }
 # shellcheck source=SCRIPTDIR/wait_lib.sh
 . "$here/wait_lib.sh"  # wait_until, wait_counter, wait_exit
+# shellcheck source=SCRIPTDIR/clock_lib.sh
+. "$here/clock_lib.sh"  # clock_check
 # counter_of I : VM I's counter (may be empty: `echo $i >/tmp/counter`
 # truncates the file before it writes).
 counter_of() { agent "$1" exec -- cat /tmp/counter; }
@@ -107,6 +110,8 @@ for i in $(seq 1 $forks); do
   refused=$(SBX_AGENT_UDS=$w/v$i.sock "$ctl" health 2>&1 >/dev/null)
   check "fork $i refuses the origin's token" 1 "$(printf %s "$refused" | grep -c unauthorized)"
   check "fork $i answers its own token" '"result"' "$(agent "$i" health | grep -o '"result"')"
+  # Each fork, restored at its own time, has the host's time, not the snapshot's.
+  clock_check "fork $i" agent "$i"
 done
 
 # Each fork's kernel RNG was reseeded with its own seed: no two forks

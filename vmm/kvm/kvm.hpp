@@ -78,9 +78,11 @@ public:
     // kvmclock (KVM_GET_CLOCK). The VM must have an in-kernel irqchip and PIT.
     [[nodiscard]] Result<VmState> save_state() const;
     // KVM_SET_CLOCK, KVM_SET_PIT2, KVM_SET_IRQCHIP x3, onto a VM created with
-    // an in-kernel irqchip and PIT. Restore the VM before its vCPUs.
-    [[nodiscard]] Result<void> restore_state(const VmState& state,
-                                             ClockRestore clock = ClockRestore::Continue) const;
+    // an in-kernel irqchip and PIT. Restore the VM before its vCPUs. Returns
+    // the nanoseconds the clock was advanced past the saved value (0 for
+    // Continue), for Vcpu::restore_state to advance each TSC alike.
+    [[nodiscard]] Result<std::uint64_t> restore_state(const VmState& state,
+                                                      ClockRestore clock = ClockRestore::Continue) const;
 
 private:
     friend class System;
@@ -176,9 +178,13 @@ public:
     // thread parked), and for the vCPU events no other vCPU of the VM may run.
     [[nodiscard]] Result<VcpuState> save_state() const;
     // Loads a saved state into a freshly created vCPU, in the order KVM needs.
-    [[nodiscard]] Result<void> restore_state(const VcpuState& state) const;
-    // KVM_KVMCLOCK_CTRL (api.rst 4.70): tells the guest it was paused, so its
-    // soft-lockup watchdog stays quiet; EINVAL (no kvmclock in use) is fine.
+    // The guest's TSC resumes `advance_ns` (at the saved TSC frequency) past
+    // its saved value: the time Vm::restore_state moved kvmclock on, so a
+    // guest on the tsc clocksource sees the same time as one on kvm-clock.
+    [[nodiscard]] Result<void> restore_state(const VcpuState& state, std::uint64_t advance_ns = 0) const;
+    // KVM_KVMCLOCK_CTRL (api.rst 4.70): tells the guest it was paused (after a
+    // pause, or a restore: call it once its kvmclock MSRs are set), so its
+    // soft-lockup and RCU stall watchdogs stay quiet; EINVAL (no kvmclock in use) is fine.
     [[nodiscard]] Result<void> notify_paused() const;
 
 private:

@@ -50,8 +50,11 @@ enum class ClockRestore {
     // The guest's clock continues from the saved value, as if no time passed
     // while the snapshot was on disk (its timers neither fire nor jump).
     Continue,
-    // KVM_CLOCK_REALTIME: KVM adds the host real time elapsed since the save
-    // (only when the save recorded a real time and this host's KVM supports it).
+    // The guest's clock advances by the host real time elapsed since the
+    // save, so its wall clock is the host's again: KVM_CLOCK_REALTIME when
+    // this host's KVM takes it, else the VMM adds the elapsed time itself.
+    // The saved image always pairs the clock with a real time (KVM's, or
+    // CLOCK_REALTIME read right after KVM_GET_CLOCK).
     AdvanceByRealtime,
 };
 

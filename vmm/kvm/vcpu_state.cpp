@@ -22,8 +22,28 @@ constexpr std::uint32_t kMtrrFixed[] = {0x250, 0x258, 0x259, 0x268, 0x269, 0x26a
 constexpr std::uint32_t kMtrrPhysBase0 = 0x200;
 constexpr std::uint32_t kMtrrVariablePairs = 8;
 
+constexpr std::uint32_t kMsrTsc = 0x10;  // IA32_TIME_STAMP_COUNTER (SDM Vol. 4 table 2-2)
+
 // Below this difference the saved TSC frequency counts as this host's.
 constexpr std::uint64_t kTscToleranceppm = 250;
+
+// The saved MSRs with IA32_TSC moved on by `advance_ns` at the saved TSC
+// frequency (a host-initiated TSC write sets the guest's TSC to that value,
+// and KVM matches vCPUs written within a second of each other).
+std::vector<std::pair<std::uint32_t, std::uint64_t>> advance_tsc(const VcpuState& s, std::uint64_t advance_ns) {
+    auto msrs = s.msrs;
+    if (advance_ns == 0 || s.tsc_khz == 0) {
+        return msrs;
+    }
+    // Whole milliseconds times kHz, then the rest: no overflow for centuries.
+    const std::uint64_t ticks = advance_ns / 1'000'000 * s.tsc_khz + advance_ns % 1'000'000 * s.tsc_khz / 1'000'000;
+    for (auto& [index, value] : msrs) {
+        if (index == kMsrTsc) {
+            value += ticks;
+        }
+    }
+    return msrs;
+}
 
 std::vector<std::uint32_t> msrs_to_save(const std::vector<std::uint32_t>& kvm_list) {
     std::vector<std::uint32_t> out = kvm_list;
@@ -186,7 +206,7 @@ Result<VcpuState> Vcpu::save_state() const {
     return s;
 }
 
-Result<void> Vcpu::restore_state(const VcpuState& s) const {
+Result<void> Vcpu::restore_state(const VcpuState& s, std::uint64_t advance_ns) const {
     const int fd = fd_.get();
     // The TSC frequency first: the TSC MSR below is written in guest ticks.
     if (s.tsc_khz != 0 && props_.tsc_control) {
@@ -234,7 +254,7 @@ Result<void> Vcpu::restore_state(const VcpuState& s) const {
     if (r)
         r = set<kvm_lapic_state>(fd, KVM_SET_LAPIC, "KVM_SET_LAPIC", id_, s.lapic);
     if (r)
-        r = set_msrs(s.msrs);
+        r = set_msrs(advance_tsc(s, advance_ns));
     if (!r) {
         return r;
     }

@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 
 #include <cstring>
+#include <ctime>
 
 #include "vmm/kvm/kvm.hpp"
 #include "vmm/kvm/linux_kvm.hpp"
@@ -15,6 +16,13 @@ namespace {
 
 constexpr const char* chip_name(std::uint32_t id) {
     return id == KVM_IRQCHIP_PIC_MASTER ? "PIC master" : id == KVM_IRQCHIP_PIC_SLAVE ? "PIC slave" : "IOAPIC";
+}
+
+// CLOCK_REALTIME in nanoseconds, the clock KVM_CLOCK_REALTIME is in.
+std::uint64_t realtime_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -39,11 +47,18 @@ Result<VmState> Vm::save_state() const {
     if (::ioctl(fd_.get(), KVM_GET_CLOCK, &clock) < 0) {
         return sys_error("KVM_GET_CLOCK");
     }
+    // KVM pairs the clock with the host's real time only on a TSC-based host
+    // clock (api.rst 4.29, kernel 5.16+); otherwise pair it here, a few
+    // microseconds later, so a restore can always advance by the time passed.
+    if ((clock.flags & KVM_CLOCK_REALTIME) == 0) {
+        clock.realtime = realtime_ns();
+        clock.flags |= KVM_CLOCK_REALTIME;
+    }
     s.clock = image_of(clock);
     return s;
 }
 
-Result<void> Vm::restore_state(const VmState& s, ClockRestore mode) const {
+Result<std::uint64_t> Vm::restore_state(const VmState& s, ClockRestore mode) const {
     auto clock = from_image<kvm_clock_data>(s.clock, "KVM_SET_CLOCK");
     auto pit = from_image<kvm_pit_state2>(s.pit2, "KVM_SET_PIT2");
     auto master = from_image<kvm_irqchip>(s.pic_master, "KVM_SET_IRQCHIP (PIC master)");
@@ -62,15 +77,21 @@ Result<void> Vm::restore_state(const VmState& s, ClockRestore mode) const {
 
     // api.rst 4.30: KVM_SET_CLOCK acts on KVM_CLOCK_REALTIME only (other flags
     // KVM_GET_CLOCK returned are ignored, and kernels before 5.16 refuse any
-    // flag), so pass that one alone and only when asked and usable: KVM_GET_CLOCK
-    // recorded a real time and KVM_CAP_ADJUST_CLOCK says this host takes it.
+    // flag), so pass that one alone and only when asked and usable: the image
+    // has a real time and KVM_CAP_ADJUST_CLOCK says this host takes it. KVM
+    // then adds the real time elapsed since; without it, add it here.
     kvm_clock_data set_clock{};
     set_clock.clock = clock->clock;
+    std::uint64_t advance = 0;
     if (mode == ClockRestore::AdvanceByRealtime && (clock->flags & KVM_CLOCK_REALTIME) != 0) {
+        const std::uint64_t now = realtime_ns();
+        advance = now > clock->realtime ? now - clock->realtime : 0;  // a host clock set back: no advance
         int caps = ::ioctl(fd_.get(), KVM_CHECK_EXTENSION, KVM_CAP_ADJUST_CLOCK);
         if (caps > 0 && (static_cast<unsigned>(caps) & KVM_CLOCK_REALTIME) != 0) {
             set_clock.flags = KVM_CLOCK_REALTIME;
             set_clock.realtime = clock->realtime;
+        } else {
+            set_clock.clock += advance;
         }
     }
     if (::ioctl(fd_.get(), KVM_SET_CLOCK, &set_clock) < 0) {
@@ -84,7 +105,7 @@ Result<void> Vm::restore_state(const VmState& s, ClockRestore mode) const {
             return sys_error("KVM_SET_IRQCHIP ({})", chip_name(id));
         }
     }
-    return ok();
+    return advance;
 }
 
 }  // namespace sbx::kvm
