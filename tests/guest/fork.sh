@@ -21,7 +21,7 @@ agent_image minimal
 # was wrong after a VM exit); the SMP boot flake needs the same condition.
 run_nested "$work/out" --cpus 4 --timeout 1700 -- /bin/bash "$src/tests/guest/fork_session.sh" \
   "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
-printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^FORK' || true
+printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^FORK|^CLOCK' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2
   for f in "$work"/*vmm.out; do echo "== $f" >&2; tail -n 10 "$f" >&2 || true; done

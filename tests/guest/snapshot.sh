@@ -18,7 +18,7 @@ ctl=$build/host-tools/sbx-agentctl
 agent_image minimal
 run_nested "$work/out" --timeout 1700 -- /bin/bash "$src/tests/guest/snapshot_session.sh" \
   "$mode" "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
-printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SNAPSHOT|^RESTORE' || true
+printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SNAPSHOT|^RESTORE|^CLOCK|^ON-DISK|^VMM: |^GUEST-CLOCKSOURCE' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2
   for f in "$work/$mode"-*vmm.out; do echo "== $f" >&2; tail -n 15 "$f" >&2 || true; done

@@ -67,6 +67,9 @@ wait_counter count_before 120 0 counter
 [ -n "$pid_before" ] && [ "${count_before:-0}" -gt 0 ] && ok "counter process $pid_before at $count_before" \
   || { echo "FAIL: the counter did not start (pid '$pid_before', count '$count_before')"; exit 1; }
 
+# The booted guest's clock, to compare the restored one's with.
+clock_check "$mode booted guest" "$ctl"
+
 t=$(now)
 # A lazy restore loads the working set first: record one (the pages the
 # guest writes in the 300 ms before the pause).
