@@ -93,7 +93,8 @@ sum=$(sha256sum <"$snap")
 refused() {  # DESCRIPTION CODE FLAGS...: the restore exits 1 with CODE
   local what=$1 code=$2
   shift 2
-  "$vmm" --restore "$snap" --console none "$@" >"$w/refused.out" 2>&1; st=$?
+  # Bounded: a restore that is wrongly accepted runs its guest (status 124).
+  timeout 60 "$vmm" --restore "$snap" --console none "$@" >"$w/refused.out" 2>&1; st=$?
   check "a restore $what is refused (status 1)" 1 "$st"
   grep -q "$code" "$w/refused.out" && ok "... as $code" || bad "... message: $(cat "$w/refused.out")"
 }
