@@ -46,20 +46,22 @@ constexpr int kExitDrainMs = 1000;
 
 int exit_code(ExitReason reason) {
     switch (reason) {
-        case ExitReason::Reset:
+        case ExitReason::Reboot:
         case ExitReason::PowerOff:
         case ExitReason::Stopped: return 0;
         case ExitReason::TripleFault: return 2;
         case ExitReason::KvmError: return 3;
         case ExitReason::VmmError: return 4;
+        case ExitReason::Panic: return 5;
     }
     return 4;
 }
 
 const char* to_string(ExitReason reason) {
     switch (reason) {
-        case ExitReason::Reset: return "reset";
+        case ExitReason::Reboot: return "reboot";
         case ExitReason::PowerOff: return "poweroff";
+        case ExitReason::Panic: return "panic";
         case ExitReason::TripleFault: return "triple-fault";
         case ExitReason::KvmError: return "kvm-error";
         case ExitReason::VmmError: return "vmm-error";
@@ -225,7 +227,7 @@ bool Vm::handle_exit(const kvm::Vcpu& vcpu, const kvm::VcpuExit& exit) {
             },
             [&](const kvm::SystemEvent& e) {
                 if (e.kind == kvm::SystemEvent::Kind::Reset) {
-                    request_exit({ExitReason::Reset, "guest reset"});
+                    request_exit({ExitReason::Reboot, "guest reset"});
                 } else if (e.kind == kvm::SystemEvent::Kind::Shutdown) {
                     request_exit({ExitReason::PowerOff, "guest powered off"});
                 } else {

@@ -22,6 +22,8 @@
 #include "devices/legacy/boot_timer.hpp"
 #include "devices/legacy/i8042.hpp"
 #include "devices/legacy/serial.hpp"
+#include "devices/pci/pci_host.hpp"
+#include "devices/pci/pvpanic.hpp"
 #include "devices/virtio/mmio/mmio_transport.hpp"
 #include "vmm/config.hpp"
 #include "vmm/console.hpp"
@@ -32,8 +34,9 @@
 namespace sbx {
 
 enum class ExitReason {
-    Reset,        // guest reboot (i8042 reset line): a clean exit
-    PowerOff,     // guest poweroff (KVM system event)
+    Reboot,       // guest reboot (i8042 reset line): a clean exit
+    PowerOff,     // guest poweroff (pvpanic SHUTDOWN, or a KVM system event)
+    Panic,        // guest kernel panic (pvpanic PANICKED)
     TripleFault,  // KVM_EXIT_SHUTDOWN
     KvmError,     // internal error, failed entry, unhandled exit
     VmmError,     // the VMM itself failed (an ioctl, a thread)
@@ -158,6 +161,8 @@ private:
     std::vector<std::unique_ptr<IrqFdLine>> irq_lines_;
     std::shared_ptr<Serial> serial_;
     std::shared_ptr<I8042> i8042_;
+    std::shared_ptr<PciHost> pci_host_;
+    std::shared_ptr<PvPanic> pvpanic_;
     std::shared_ptr<BootTimer> boot_timer_;
     std::vector<std::shared_ptr<virtio::MmioTransport>> virtio_devices_;
     std::vector<EventFd> queue_notifiers_;  // ioeventfds on QueueNotify, one per queue

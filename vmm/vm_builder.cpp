@@ -23,6 +23,10 @@ constexpr std::uint64_t kTssAddress = 0xfffbd000;
 constexpr std::uint32_t kI8042Irq = 1;
 constexpr std::uint32_t kSerialIrq = 4;
 constexpr std::uint64_t kSerialPort = 0x3f8;
+// pvpanic's I/O BAR (PCI 00:01.0): above the ISA range Linux keeps for
+// legacy devices (PCIBIOS_MIN_IO).
+constexpr unsigned kPvPanicSlot = 1;
+constexpr std::uint16_t kPvPanicPort = 0x1000;
 
 Result<MmapRegion> map_input_file(const std::string& path, std::size_t limit, std::string_view what) {
     auto data = MmapRegion::map_file(path, limit);
@@ -172,7 +176,8 @@ Result<std::unique_ptr<Vm>> VmBuilder::create_vm(kvm::System system, GuestMemory
                                   std::move(*exit_event), std::move(*console_ready)));
 
     for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
-                      &VmBuilder::add_legacy_devices, &VmBuilder::add_virtio_devices}) {
+                      &VmBuilder::add_legacy_devices, &VmBuilder::add_pci_devices,
+                      &VmBuilder::add_virtio_devices}) {
         if (auto r = (this->*step)(*vm); !r) {
             return r.error();
         }
@@ -238,7 +243,7 @@ Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
         [[maybe_unused]] auto r = self->console_ready_.signal();
     });
     vm.i8042_ = std::make_shared<I8042>(**i8042_irq, [self] {
-        self->request_exit({ExitReason::Reset, "guest reset through the i8042 controller"});
+        self->request_exit({ExitReason::Reboot, "guest reset through the i8042 controller"});
     });
     vm.start_ = start_;
     vm.boot_timer_ = std::make_shared<BootTimer>(start_);
@@ -249,6 +254,31 @@ Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
         return r.error();
     }
     return vm.mmio_bus_.insert(vm.boot_timer_, boot::kBootTimerAddr, BootTimer::kSize);
+}
+
+// The guest's poweroff and panic reach the VMM through pvpanic on PCI
+// (docs/guest-layout.md, "Poweroff and panic").
+Result<void> VmBuilder::add_pci_devices(Vm& vm) {
+    auto function = PvPanic::pci_function(kPvPanicPort);
+    if (!function) {
+        return function.error();
+    }
+    vm.pci_host_ = std::make_shared<PciHost>();
+    if (auto r = vm.pci_host_->attach(kPvPanicSlot, std::move(*function)); !r) {
+        return r.error();
+    }
+    Vm* self = &vm;
+    vm.pvpanic_ = std::make_shared<PvPanic>([self](PvPanic::Event event) {
+        if (event == PvPanic::Event::Panicked) {
+            self->request_exit({ExitReason::Panic, "guest kernel panic (pvpanic)"});
+        } else {
+            self->request_exit({ExitReason::PowerOff, "guest powered off (pvpanic)"});
+        }
+    });
+    if (auto r = vm.pio_bus_.insert(vm.pci_host_, PciHost::kBasePort, PciHost::kPortCount); !r) {
+        return r.error();
+    }
+    return vm.pio_bus_.insert(vm.pvpanic_, kPvPanicPort, PvPanic::kPortCount);
 }
 
 Result<void> VmBuilder::add_virtio_devices(Vm& vm) {

@@ -35,6 +35,7 @@ private:
     Result<void> create_memory(Vm& vm);
     Result<void> create_irqchip(Vm& vm);
     Result<void> add_legacy_devices(Vm& vm);
+    Result<void> add_pci_devices(Vm& vm);
     Result<void> open_console(Vm& vm);
     Result<void> add_virtio_devices(Vm& vm);
     Result<void> create_vcpus(Vm& vm);
