@@ -34,7 +34,7 @@ import vmm_control  # noqa: E402
 import vmrun  # noqa: E402
 from agent_frames import recv_message, send_frame  # noqa: E402
 
-BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp "
+BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp "
                 "i8042.dumbkbd quiet")
 
 

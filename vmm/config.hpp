@@ -45,7 +45,7 @@ struct VsockConfig {
 struct VmConfig {
     static constexpr std::uint64_t kDefaultMemoryMib = 256;
     static constexpr const char* kDefaultCmdline =
-        "console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux i8042.nopnp "
+        "console=ttyS0 reboot=k panic=1 nomodule i8042.noaux i8042.nomux i8042.nopnp "
         "i8042.dumbkbd quiet";
 
     std::string kernel;

@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmrun  # noqa: E402
 from agent_frames import recv_frame, send_frame  # noqa: E402
 
-BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux "
+BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux "
                 "i8042.nopnp i8042.dumbkbd quiet")
 ROOTFS_CMDLINE = "root=/dev/vda rw rootfstype=ext4 init=/lib/systemd/systemd"
 EVENTS = [

@@ -45,7 +45,7 @@ if [ -n "$fixture_dir" ]; then
     "$disk_kind" || { echo "FAIL: the $kind fixture could not be started"; exit 1; }
   token=$SBX_AGENT_TOKEN
 else
-  base="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
+  base="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
   if [ "$kind" = rootfs ]; then
     t=$(now)
     tar -C "$w" -xSf "$image" || { echo "FAIL: unpacking $image"; exit 1; }

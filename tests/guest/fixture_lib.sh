@@ -116,7 +116,7 @@ fixture_start() {
   fixture_control=$here_w/control.sock
   fixture_made=0
   fixture_disk=
-  base="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
+  base="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
   if [ ! -f "$dir/snap" ]; then
     source=$new
     SBX_AGENT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')

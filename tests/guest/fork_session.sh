@@ -68,7 +68,7 @@ SBX_AGENT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 pids=()
 tokens=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$w"' EXIT
-cmdline="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$SBX_AGENT_TOKEN"
+cmdline="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$SBX_AGENT_TOKEN"
 
 "$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$w/v0.sock" \
   --net tap=sbxfork0,mac=02:00:00:00:00:10 --control "$w/c0.sock" --snapshot-dir "$w" \

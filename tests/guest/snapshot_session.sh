@@ -43,7 +43,7 @@ case "$mode" in
   *) echo "FAIL: unknown mode $mode"; exit 1 ;;
 esac
 
-cmdline="console=ttyS0 reboot=k panic=1 pci=off i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$token"
+cmdline="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$token"
 "$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$uds" \
   --control "$control_sock" --snapshot-dir "$w" --console "file:$logdir/$mode-boot-console.log" </dev/null \
   >"$logdir/$mode-boot-vmm.out" 2>&1 &
