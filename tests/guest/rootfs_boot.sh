@@ -3,8 +3,9 @@
 # sbx-agent) boots under sbx-vmm and, in the same harness run, under QEMU
 # -M microvm. A copy of the image gets a test-only unit (debugfs) that, once
 # multi-user.target is reached, reports the boot's state on the console and
-# reboots; /etc/sandboxer/env gets SBX_TEST_ENV. Checked for each VMM: the
-# VMM exits 0 after the reboot, systemd is "running" with no failed unit,
+# powers off (sbx-vmm: pvpanic) or reboots (QEMU, no PCI); /etc/sandboxer/env
+# gets SBX_TEST_ENV. Checked for each VMM: the VMM exits 0 after that
+# (sbx-vmm: with the reason poweroff, systemd's poweroff), systemd is "running" with no failed unit,
 # sbx-agent.service started before basic.target and is still running, it
 # announced itself on vsock port 53 with the boot's token, the env file
 # reached the agent, units and login shells, the user, sudo, host name,
@@ -45,7 +46,11 @@ fi
 expect_lacks "$log" "HOST-ERROR" "no host-side error"
 
 for vmm in sbx qemu; do
-  expect_in "$vmm" "HOST-VMM-EXIT: 0 " "the VMM exited 0 after the guest's systemctl reboot"
+  expect_in "$vmm" "HOST-VMM-EXIT: 0 " "the VMM exited 0 after the guest's systemctl poweroff or reboot"
+  if [ "$vmm" = sbx ]; then
+    expect_in sbx "SBX-ROOTFS-DONE: powering off" "the guest powers off through pvpanic"
+    expect_in sbx "exit: poweroff" "systemd's poweroff ends sbx-vmm with the reason poweroff"
+  fi
   expect_in "$vmm" "SBX-ROOTFS-STATE: running" "systemd finished booting, no unit failed"
   expect_not_in "$vmm" "SBX-ROOTFS-FAILED-UNIT" "no failed unit listed"
   expect_in "$vmm" "SBX-ROOTFS-TARGET: multi-user.target active" "multi-user.target reached"
