@@ -4,21 +4,10 @@
 
 #include <cerrno>
 
+#include "base/hex.hpp"
+
 namespace sbx {
 namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 constexpr std::uint8_t kMulticastBit = 0x01;
 constexpr std::uint8_t kLocalBit = 0x02;
@@ -40,8 +29,8 @@ Result<MacAddress> parse_mac(std::string_view text) {
         if (i > 0 && text[at - 1] != ':') {
             return bad();
         }
-        const int hi = hex_value(text[at]);
-        const int lo = hex_value(text[at + 1]);
+        const int hi = hex_digit_value(text[at]);
+        const int lo = hex_digit_value(text[at + 1]);
         if (hi < 0 || lo < 0) {
             return bad();
         }

@@ -1,23 +1,8 @@
 #include "guest-agent/identity/identity_fields.hpp"
 
+#include "base/hex.hpp"
+
 namespace sbx::agent {
-namespace {
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
-}  // namespace
-
 Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text) {
     if (text.size() % 2 != 0) {
         return make_error("\"seed\" must be hex digits, two per byte (odd length {})", text.size());
@@ -28,8 +13,8 @@ Result<std::vector<std::uint8_t>> parse_seed_hex(std::string_view text) {
     }
     std::vector<std::uint8_t> seed(bytes);
     for (std::size_t i = 0; i < bytes; ++i) {
-        int high = hex_value(text[2 * i]);
-        int low = hex_value(text[2 * i + 1]);
+        int high = hex_digit_value(text[2 * i]);
+        int low = hex_digit_value(text[2 * i + 1]);
         if (high < 0 || low < 0) {
             return make_error("\"seed\" must be hex digits (bad character at {})",
                               high < 0 ? 2 * i : 2 * i + 1);

@@ -39,6 +39,10 @@ public:
     [[nodiscard]] Result<bool> step();
     // Steps to completion (for statements that return no rows).
     [[nodiscard]] Result<void> run();
+    // Steps through every row, calling fn(*this) on each; fn returns
+    // Result<void>, and its first error ends the walk.
+    template <typename Fn>
+    [[nodiscard]] Result<void> for_each_row(Fn&& fn);
     void reset();
 
     [[nodiscard]] bool is_null(int column) const;
@@ -96,5 +100,21 @@ private:
 };
 
 [[nodiscard]] Error store_error(sqlite3* db, std::string_view what);
+
+template <typename Fn>
+Result<void> Statement::for_each_row(Fn&& fn) {
+    for (;;) {
+        auto row = step();
+        if (!row) {
+            return row.error();
+        }
+        if (!*row) {
+            return ok();
+        }
+        if (auto r = fn(*this); !r) {
+            return r;
+        }
+    }
+}
 
 }  // namespace sbx::sqlite

@@ -297,22 +297,20 @@ Result<std::vector<SandboxRecord>> Store::list_sandboxes(const SandboxFilter& fi
         return stmt.error();
     }
     std::vector<SandboxRecord> out;
-    for (;;) {
-        auto row = stmt->step();
-        if (!row) {
-            return row.error();
-        }
-        if (!*row) {
-            return out;
-        }
-        auto sandbox = read_sandbox(*stmt);
-        if (!sandbox) {
-            return sandbox.error();
-        }
-        if (matches(*sandbox, filter)) {
-            out.push_back(std::move(*sandbox));
-        }
+    if (auto r = stmt->for_each_row([&](const Statement& row) -> Result<void> {
+            auto sandbox = read_sandbox(row);
+            if (!sandbox) {
+                return sandbox.error();
+            }
+            if (matches(*sandbox, filter)) {
+                out.push_back(std::move(*sandbox));
+            }
+            return ok();
+        });
+        !r) {
+        return r.error();
     }
+    return out;
 }
 
 Result<SandboxRecord> Store::change_state(const std::string& id, const StateChange& change) {

@@ -17,16 +17,14 @@ Result<std::vector<T>> collect(Result<Statement> stmt, ReadRow read_row) {
         return stmt.error();
     }
     std::vector<T> out;
-    for (;;) {
-        auto row = stmt->step();
-        if (!row) {
-            return row.error();
-        }
-        if (!*row) {
-            return out;
-        }
-        out.push_back(read_row(*stmt));
+    if (auto r = stmt->for_each_row([&](const Statement& row) -> Result<void> {
+            out.push_back(read_row(row));
+            return ok();
+        });
+        !r) {
+        return r.error();
     }
+    return out;
 }
 
 // The prepared statement with its parameters bound, or the prepare error.
