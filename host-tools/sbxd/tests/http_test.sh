@@ -22,16 +22,22 @@ state=$tmp/state
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
+# Each start logs to a fresh file: a restart must not find the previous
+# daemon's "listening" line before its own shell truncates the log.
+starts=0
 start() {
-    "$sbxd" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$tmp/log" &
+    starts=$((starts + 1))
+    local log=$tmp/log.$starts
+    : >"$log"
+    "$sbxd" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$log" &
     pid=$!
     for _ in $(seq 100); do
-        if grep -q 'listening on tcp:' "$tmp/log"; then break; fi
-        kill -0 "$pid" 2>/dev/null || { cat "$tmp/log" >&2; echo "sbxd exited at start" >&2; exit 1; }
+        if grep -q 'listening on tcp:' "$log"; then break; fi
+        kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "sbxd exited at start" >&2; exit 1; }
         sleep 0.1
     done
-    port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$tmp/log" | tail -1 | sed 's/.*://')
-    [ -n "$port" ] || { cat "$tmp/log" >&2; echo "sbxd did not listen" >&2; exit 1; }
+    port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$log" | tail -1 | sed 's/.*://') || true
+    [ -n "$port" ] || { cat "$log" >&2; echo "sbxd did not listen" >&2; exit 1; }
 }
 
 # req NAME curl-args...: status in $tmp/NAME.status, headers .h, body .json
