@@ -263,10 +263,22 @@ TEST_CASE("compressed, encrypted and snapshotted images from qemu-img are refuse
     TempDir dir;
     write_file(dir.file("data.raw"), patterned(1 << 20, 2));
     run_ok("qemu-img convert -q -c -O qcow2 '" + dir.file("data.raw") + "' '" + dir.file("z.qcow2") + "'");
-    run_ok(
+    // qemu-img's LUKS PBKDF2 benchmark fails at random with "Unable to get
+    // accurate CPU usage" when getrusage() reports 0 ms for a short round
+    // (QEMU commit c72cab5, fixed upstream in 2025 and not in Debian's
+    // build); that error alone is retried, a bounded number of times.
+    const std::string luks_create =
         "qemu-img create -q -f qcow2 --object secret,id=s0,data=hunter2 -o "
         "encrypt.format=luks,encrypt.key-secret=s0 '" +
-        dir.file("e.qcow2") + "' 1M");
+        dir.file("e.qcow2") + "' 1M";
+    CommandResult luks = run_command(luks_create);
+    for (int attempt = 1; attempt < 5 && luks.status != 0 &&
+                          luks.output.find("accurate CPU usage") != std::string::npos;
+         ++attempt) {
+        luks = run_command(luks_create);
+    }
+    INFO(luks_create, ": ", luks.output);
+    REQUIRE(luks.status == 0);
     run_ok("qemu-img create -q -f qcow2 '" + dir.file("s.qcow2") + "' 1M");
     run_ok("qemu-img snapshot -c first '" + dir.file("s.qcow2") + "'");
     run_ok("qemu-img create -q -f qcow2 -o compat=0.10 '" + dir.file("v2.qcow2") + "' 1M");
