@@ -39,6 +39,9 @@ struct RecordingDriver final : SandboxDriver {
     Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
         return make_coded_error("not_implemented", "later");
     }
+    Result<AgentAddress> agent(const std::string&) override {
+        return make_coded_error("invalid_state", "not running");
+    }
 };
 
 struct Fixture {

@@ -25,6 +25,15 @@ struct CreateSpec {
     std::optional<IdempotencyClaim> claim;
 };
 
+// Where a running sandbox's agent answers: the VMM's hybrid-vsock Unix
+// socket (docs/vmm-control.md; "CONNECT 52\n") and the token that guest
+// was given (docs/agent-protocol.md). Exec and file routes connect to it
+// with the agent client library.
+struct AgentAddress {
+    std::string uds_path;
+    std::string token;
+};
+
 struct ResumeOutcome {
     SandboxRecord sandbox;
     bool memory_restored = false;
@@ -46,6 +55,9 @@ public:
     [[nodiscard]] virtual Result<void> remove(const std::string& id) = 0;
     [[nodiscard]] virtual Result<SnapshotRecord> snapshot(const std::string& id,
                                                           const api::SnapshotRequest& request) = 0;
+    // The agent of a running sandbox; invalid_state when it has no running
+    // VMM (a driver with idle pause resumes a paused sandbox first).
+    [[nodiscard]] virtual Result<AgentAddress> agent(const std::string& id) = 0;
 };
 
 class UnimplementedDriver final : public SandboxDriver {
@@ -65,6 +77,7 @@ public:
     Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
         return missing("snapshot");
     }
+    Result<AgentAddress> agent(const std::string&) override { return missing("exec"); }
 
 private:
     static Error missing(std::string_view what) {
