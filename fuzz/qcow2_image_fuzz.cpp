@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const bool writable = size % 2 == 1;
-    auto image = Image::open(std::move(fd), "fuzz.qcow2", writable);
+    auto image = Image::open(std::move(fd), "fuzz.qcow2", writable, BackingFiles::Follow);
     if (!image) {
         if (image.error().code.empty() && image.error().errno_value == 0) {
             __builtin_trap();

@@ -68,13 +68,15 @@ Result<DiskConfig> DiskConfig::parse(std::string_view spec) {
         std::string_view option = spec.substr(comma + 1);
         if (option == "ro") {
             d.read_only = true;
+        } else if (option == "backing=on" || option == "backing=off") {
+            d.allow_backing = option == "backing=on";
         } else if (option != "rw") {
             break;
         }
         spec = spec.substr(0, comma);
     }
     if (spec.empty()) {
-        return make_error("disk: expected PATH[,ro]");
+        return make_error("disk: expected PATH[,ro][,backing=on]");
     }
     d.path = std::string(spec);
     return d;
@@ -152,6 +154,7 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         {"console", "output", toml::node_type::string},
         {"disk", "path", toml::node_type::string},
         {"disk", "read_only", toml::node_type::boolean},
+        {"disk", "backing", toml::node_type::boolean},
         {"net", "tap", toml::node_type::string},
         {"net", "mac", toml::node_type::string},
         {"vsock", "cid", toml::node_type::integer},
@@ -237,7 +240,7 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
             if (!path || path->empty()) {
                 return make_error("{}: every [[disk]] needs a path", source_name);
             }
-            disks.push_back(DiskConfig{*path, table["read_only"].value_or(false)});
+            disks.push_back(DiskConfig{*path, table["read_only"].value_or(false), table["backing"].value_or(false)});
         }
     }
     if (t["net"].as_table() != nullptr) {

@@ -20,10 +20,13 @@ struct ConsoleConfig {
     static Result<ConsoleConfig> parse(std::string_view spec);
 };
 
-// A virtio-blk disk: "PATH[,ro]" on the command line, [[disk]] in TOML.
+// A virtio-blk disk: "PATH[,ro][,backing=on]" on the command line, [[disk]]
+// in TOML. backing=on lets a qcow2 image open the backing file it names
+// (off by default: the name is any host path; qcow2::BackingFiles).
 struct DiskConfig {
     std::string path;
     bool read_only = false;
+    bool allow_backing = false;
     static Result<DiskConfig> parse(std::string_view spec);
 };
 

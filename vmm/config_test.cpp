@@ -79,6 +79,13 @@ TEST_CASE("device specs from flags") {
     CHECK(ro->path == "/img/with,comma.raw");
     CHECK(ro->read_only);
     CHECK_FALSE(DiskConfig::parse(",ro"));
+    CHECK_FALSE(ro->allow_backing);
+    auto backed = DiskConfig::parse("/img/o.qcow2,ro,backing=on");
+    REQUIRE(backed);
+    CHECK(backed->path == "/img/o.qcow2");
+    CHECK(backed->read_only);
+    CHECK(backed->allow_backing);
+    CHECK_FALSE(DiskConfig::parse("/img/o.qcow2,backing=off")->allow_backing);
 
     auto n = NetConfig::parse("tap=sbxtap0,mac=52:54:00:12:34:56");
     REQUIRE(n);

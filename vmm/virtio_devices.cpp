@@ -15,7 +15,9 @@ Result<std::vector<std::unique_ptr<virtio::VirtioDevice>>> open_virtio_devices(c
         // Linux names virtio disks vda, vdb, ... in probe order, which is
         // command-line order for virtio-mmio.
         std::string name = "vd" + std::string(1, static_cast<char>('a' + i));
-        auto blk = virtio::Block::open(virtio::BlockConfig{disk.path, disk.read_only}, name);
+        auto blk = virtio::Block::open(
+            virtio::BlockConfig{.path = disk.path, .read_only = disk.read_only, .allow_backing = disk.allow_backing},
+            name);
         if (!blk) {
             return blk.error().context(fmt::format("disk {}", i + 1));
         }

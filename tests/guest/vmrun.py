@@ -110,8 +110,11 @@ class Machine:
             argv = [self.sbx_vmm, "--kernel", self.kernel, "--initrd", self.initrd,
                     "--cpus", str(self.cpus), "--memory", str(self.memory),
                     "--cmdline", self.cmdline]
+            # The tests make their qcow2 images themselves, so their backing
+            # files are followed, as QEMU does.
             for path, ro in self.disks:
-                argv += ["--disk", path + (",ro" if ro else "")]
+                argv += ["--disk", path + (",ro" if ro else "")
+                         + (",backing=on" if image_format(path) == "qcow2" else "")]
             if self.net:
                 argv += ["--net", f"tap={self.net[0]},mac={self.net[1]}"]
             if self.vsock:

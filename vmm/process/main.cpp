@@ -182,8 +182,9 @@ int main(int argc, char** argv) {
                                                      sbx::VmConfig::kDefaultMemoryMib));
     app.add_option("--console", f.console, "serial console: stdout (default), none, file:PATH, socket:PATH");
     app.add_option("--kvm-device", f.kvm_device, "KVM device node (default /dev/kvm)");
-    app.add_option("--disk", f.disks, "virtio-blk disk from a raw or qcow2 v3 image: PATH[,ro]; repeatable, "
-                                      "the first is /dev/vda, the next /dev/vdb, ...");
+    app.add_option("--disk", f.disks, "virtio-blk disk from a raw or qcow2 v3 image: PATH[,ro][,backing=on] "
+                                      "(backing=on: a qcow2 image may open the backing file it names); "
+                                      "repeatable, the first is /dev/vda, the next /dev/vdb, ...");
     app.add_option("--net", f.net, "virtio-net on a tap device: tap=NAME[,mac=MAC] (the tap is created when "
                                    "sbx-vmm may, else it must exist and be usable by this user)");
     app.add_option("--vsock", f.vsock, "virtio-vsock: cid=N,uds=PATH; the host connects to PATH and sends "

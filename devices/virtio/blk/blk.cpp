@@ -81,7 +81,7 @@ Result<std::unique_ptr<Block>> Block::open(const BlockConfig& config, std::strin
                                            std::move(*ring), config.read_only));
     block->capacity_ = *bytes / blk::kSectorSize;
     block->discard_alignment_ = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(st.st_blksize) / 512);
-    if (auto r = block->open_qcow2(); !r) {
+    if (auto r = block->open_qcow2(config.allow_backing); !r) {
         return r.error().context(prefix);
     }
     if (*bytes % blk::kSectorSize != 0 && !block->qcow2_) {

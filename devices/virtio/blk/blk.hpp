@@ -95,6 +95,8 @@ struct BlockConfig {
     std::string path;  // raw image file (or block device), or a qcow2 v3 image
     bool read_only = false;
     std::string serial = {};  // GET_ID answer, at most 20 bytes; empty: the device name
+    // A qcow2 image may name a backing file (qcow2::BackingFiles).
+    bool allow_backing = false;
 };
 
 // Counters for tests and metrics; read under the device lock.
@@ -183,7 +185,7 @@ private:
 
     // qcow2 requests (blk_qcow2.cpp): where a read or write can go to
     // io_uring as one transfer, else served synchronously: status bytes.
-    [[nodiscard]] Result<void> open_qcow2();
+    [[nodiscard]] Result<void> open_qcow2(bool allow_backing);
     [[nodiscard]] std::optional<qcow2::Extent> qcow2_extent(bool is_read, std::uint64_t offset, std::uint64_t len);
     [[nodiscard]] std::uint8_t qcow2_transfer(bool is_read, std::uint64_t offset, std::uint64_t len,
                                               ChainReader& reader, ChainWriter& writer);

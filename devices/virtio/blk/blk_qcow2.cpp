@@ -17,7 +17,7 @@ namespace sbx::virtio {
 
 // Opens the image as qcow2 when it starts with the magic; the disk is then
 // its virtual size, and discard and write-zeroes edit its metadata.
-Result<void> Block::open_qcow2() {
+Result<void> Block::open_qcow2(bool allow_backing) {
     auto magic = qcow2::has_qcow2_magic(file_.get());
     if (!magic) {
         return magic.error().context(path_);
@@ -29,7 +29,8 @@ Result<void> Block::open_qcow2() {
     if (!own) {
         return sys_error("cannot duplicate the descriptor of {}", path_);
     }
-    auto image = qcow2::Image::open(std::move(own), path_, !read_only_);
+    auto image = qcow2::Image::open(std::move(own), path_, !read_only_,
+                                    allow_backing ? qcow2::BackingFiles::Follow : qcow2::BackingFiles::Refuse);
     if (!image) {
         return image.error();
     }

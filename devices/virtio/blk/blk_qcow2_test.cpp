@@ -184,12 +184,26 @@ TEST_CASE("snapshot of a qcow2 disk: quiesce flushes, the restored disk reads wh
         });
 }
 
+TEST_CASE("an image naming a backing file opens only with backing files allowed") {
+    Overlay o;
+    const Bytes before = q::testing::read_file_bytes(o.path);
+    {
+        auto refused = Block::open(BlockConfig{.path = o.path}, "vda");
+        REQUIRE(!refused);
+        CHECK(refused.error().code == q::kCodeBacking);
+        CHECK(refused.error().to_string().find(o.base.path) != std::string::npos);
+        CHECK(refused.error().to_string().find("backing=on") != std::string::npos);
+    }
+    CHECK(q::testing::read_file_bytes(o.path) == before);  // refused before any write
+    CHECK(Block::open(BlockConfig{.path = o.path, .allow_backing = true}, "vda"));
+}
+
 TEST_CASE("a hostile qcow2 image fails to open with its code, naming the disk") {
     Overlay o;
     Bytes bytes = q::testing::read_file_bytes(o.path);
     q::store_be32(&bytes[36], 0);  // l1_size 0 for a 4 MiB disk
     q::testing::write_file(o.path, bytes);
-    auto disk = Block::open(BlockConfig{.path = o.path}, "vda");
+    auto disk = Block::open(BlockConfig{.path = o.path, .allow_backing = true}, "vda");
     REQUIRE(!disk);
     CHECK(disk.error().code == q::kCodeCorrupt);
     CHECK(disk.error().to_string().find(o.path) != std::string::npos);

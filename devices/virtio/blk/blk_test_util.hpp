@@ -82,7 +82,9 @@ inline Bytes expected_bytes(std::uint64_t offset, std::size_t len) {
 
 inline std::unique_ptr<Block> open_disk(const std::string& path, bool read_only = false,
                                         std::string name = "vda") {
-    auto disk = Block::open(BlockConfig{.path = path, .read_only = read_only}, std::move(name));
+    // Test images are made by the tests: their backing files are followed.
+    auto disk = Block::open(BlockConfig{.path = path, .read_only = read_only, .allow_backing = true},
+                            std::move(name));
     REQUIRE_MESSAGE(disk.has_value(), (disk ? "" : disk.error().to_string()));
     return std::move(*disk);
 }

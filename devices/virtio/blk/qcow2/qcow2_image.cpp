@@ -117,7 +117,7 @@ Result<std::unique_ptr<DiskReader>> open_backing(const std::string& path, Backin
         format = *magic ? BackingFormat::Qcow2 : BackingFormat::Raw;
     }
     if (format == BackingFormat::Qcow2) {
-        auto image = Image::open(std::move(*file), path, /*writable=*/false, depth);
+        auto image = Image::open(std::move(*file), path, /*writable=*/false, BackingFiles::Follow, depth);
         if (!image) {
             return image.error().context(fmt::format("backing file {}", path));
         }
@@ -131,7 +131,7 @@ Result<std::unique_ptr<DiskReader>> open_backing(const std::string& path, Backin
 }
 
 Result<std::unique_ptr<Image>> Image::open(UniqueFd file, const std::string& path, bool writable,
-                                           unsigned depth) {
+                                           BackingFiles backing_files, unsigned depth) {
     auto fail = [&](const Error& e) { return e.context(fmt::format("qcow2 image {}", path)); };
     auto file_bytes = file_bytes_of(file.get());
     if (!file_bytes) {
@@ -159,6 +159,12 @@ Result<std::unique_ptr<Image>> Image::open(UniqueFd file, const std::string& pat
     std::unique_ptr<Image> image(new Image(std::move(file), path, std::move(*header), writable));
     if (auto r = image->load_tables(*file_bytes); !r) {
         return fail(r.error());
+    }
+    if (!image->header_.backing_name.empty() && backing_files == BackingFiles::Refuse) {
+        return fail(make_coded_error(kCodeBacking,
+                                     "it names a backing file ({}) and backing files are not allowed "
+                                     "for this disk (--disk PATH,backing=on allows them)",
+                                     image->header_.backing_name));
     }
     if (!image->header_.backing_name.empty()) {
         auto backing = open_backing(resolve_backing(path, image->header_.backing_name),

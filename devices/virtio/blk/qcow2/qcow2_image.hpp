@@ -61,13 +61,23 @@ public:
 // Whether the file starts with the qcow2 magic.
 [[nodiscard]] Result<bool> has_qcow2_magic(int fd);
 
+// Whether an image may name a backing file. The header's backing name is
+// any host path (qcow2.txt: backing_file_offset), so an image from someone
+// else would otherwise read any file the VMM can open; like Cloud
+// Hypervisor's backing_files=off, that is refused unless the caller made
+// or vetted the image (sbxd's overlays on its own images and templates).
+enum class BackingFiles { Refuse, Follow };
+
 class Image final : public DiskReader {
 public:
     // Opens and checks an image: the header, every L1 and L2 entry and the
     // refcount table (bounds, alignment, reserved bits, compressed clusters
-    // refused), then its backing chain. A writable open clears autoclear
-    // feature bits we do not maintain (qcow2.txt: autoclear_features).
+    // refused), then, with BackingFiles::Follow, its backing chain (an image
+    // naming one is refused with kCodeBacking otherwise). A writable open
+    // clears autoclear feature bits we do not maintain (qcow2.txt:
+    // autoclear_features).
     static Result<std::unique_ptr<Image>> open(UniqueFd file, const std::string& path, bool writable,
+                                               BackingFiles backing = BackingFiles::Refuse,
                                                unsigned depth = 0);
     ~Image() override;
     Image(const Image&) = delete;

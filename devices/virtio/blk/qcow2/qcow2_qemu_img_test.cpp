@@ -198,7 +198,7 @@ TEST_CASE("a writer killed at any point leaves leaks at worst, and its flushed w
             // zeroes and more writes keep the metadata busy in between.
             ::close(pipe_fds[0]);
             auto file = UniqueFd::open(path, O_RDWR);
-            auto image = Image::open(std::move(*file), path, true);
+            auto image = Image::open(std::move(*file), path, true, BackingFiles::Follow);
             if (!image) {
                 ::_exit(1);
             }

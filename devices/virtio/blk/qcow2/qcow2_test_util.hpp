@@ -66,7 +66,7 @@ inline Bytes read_file_bytes(const std::string& path) {
 inline std::unique_ptr<Image> open_image(const std::string& path, bool writable = true) {
     auto file = UniqueFd::open(path, writable ? O_RDWR : O_RDONLY);
     REQUIRE(file);
-    auto image = Image::open(std::move(*file), path, writable);
+    auto image = Image::open(std::move(*file), path, writable, BackingFiles::Follow);
     if (!image) {
         FAIL(image.error().to_string());
     }
@@ -76,7 +76,7 @@ inline std::unique_ptr<Image> open_image(const std::string& path, bool writable 
 inline Result<std::unique_ptr<Image>> try_open(const std::string& path) {
     auto file = UniqueFd::open(path, O_RDWR);
     REQUIRE(file);
-    return Image::open(std::move(*file), path, true);
+    return Image::open(std::move(*file), path, true, BackingFiles::Follow);
 }
 
 inline Bytes read_disk(Image& image, std::uint64_t offset, std::uint64_t len) {
