@@ -94,6 +94,41 @@ TEST_CASE("MmapRegion maps zeroed memory") {
     CHECK(region->data() == nullptr);
 }
 
+#include <cstdio>
+#include <fstream>
+
+TEST_CASE("MmapRegion::guest_ram is 2 MiB aligned, zeroed and asks for huge pages") {
+    constexpr std::size_t kSize = 6 << 20;
+    auto ram = MmapRegion::guest_ram(kSize);
+    REQUIRE(ram);
+    CHECK(reinterpret_cast<std::uintptr_t>(ram->data()) % (2 << 20) == 0);
+    CHECK(ram->size() == kSize);
+    CHECK(std::all_of(ram->data(), ram->data() + kSize, [](std::uint8_t b) { return b == 0; }));
+    ram->data()[kSize - 1] = 7;
+    // smaps: the mapping is exactly [data, data + size) and, where the
+    // kernel has THP, carries the "hg" (MADV_HUGEPAGE) flag.
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    const auto start = reinterpret_cast<std::uintptr_t>(ram->data());
+    bool found = false;
+    bool huge = false;
+    while (std::getline(smaps, line)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && line.find("-") < line.find(' ')) {
+            found = lo == start && hi == start + kSize;
+            continue;
+        }
+        if (found && line.starts_with("VmFlags:")) {
+            huge = line.find(" hg") != std::string::npos;
+            break;
+        }
+    }
+    REQUIRE(found);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
+        CHECK(huge);
+    }
+}
+
 TEST_CASE("MmapRegion maps a file read-only and refuses empty, oversized and odd files") {
     char path[] = "/tmp/sbx-map-test-XXXXXX";
     int raw = ::mkstemp(path);

@@ -28,8 +28,14 @@ public:
     }
     ~MmapRegion() { unmap(); }
 
-    // Private anonymous memory, not reserved against swap (guest RAM).
+    // Private anonymous memory, not reserved against swap.
     static Result<MmapRegion> anonymous(std::size_t size);
+    // Guest RAM: anonymous memory starting on a 2 MiB boundary and marked
+    // MADV_HUGEPAGE, so the kernel can back it with transparent huge pages
+    // and KVM map it with 2 MiB nested-page entries (fewer EPT/NPT faults
+    // and TLB misses; QEMU and Cloud Hypervisor do the same). On a kernel
+    // without THP it is plain anonymous memory.
+    static Result<MmapRegion> guest_ram(std::size_t size);
     // A shared mapping of fd at offset (e.g. the vCPU's kvm_run page).
     static Result<MmapRegion> shared(int fd, std::size_t size, off_t offset = 0);
     // A writable copy-on-write (MAP_PRIVATE) mapping of fd at offset: reads

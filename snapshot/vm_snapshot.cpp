@@ -30,7 +30,7 @@ Result<void> check_memory_layout(const SnapshotReader& reader, const VmConfig& c
 
 VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned threads, double& seconds) {
     return {
-        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); },
+        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::guest_ram(spec.size); },
         [&reader, threads, &seconds](const GuestMemory& memory) -> Result<void> {
             std::vector<MemoryRegionView> dest;
             for (const auto& region : memory.regions()) {

@@ -9,7 +9,7 @@ constexpr std::uint64_t kPageSize = 4096;
 }
 
 Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs) {
-    return create(specs, [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); });
+    return create(specs, [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::guest_ram(spec.size); });
 }
 
 Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs, const MapRegion& map_region) {
