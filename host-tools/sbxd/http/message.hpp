@@ -3,6 +3,8 @@
 // without a socket).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +14,7 @@
 
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/auth/principal.hpp"
+#include "host-tools/sbxd/http/stream.hpp"
 
 namespace sbx::sbxd::http {
 
@@ -25,6 +28,9 @@ struct Request {
     Pairs query;         // percent-decoded, in order
     Pairs headers;       // names as sent
     std::string body;
+    // Instead of `body`, for routes whose body is streamed (Router::add
+    // with BodyMode::Streamed): read it from here, on the handler's thread.
+    std::shared_ptr<BodyReader> body_stream;
     std::string request_id;
     Transport transport = Transport::Unix;
     Principal principal;  // set by the daemon's authentication before routing
@@ -33,10 +39,17 @@ struct Request {
     [[nodiscard]] std::string_view header(std::string_view name) const;
 };
 
+// Produces a streamed response body on a thread of its own; it returns
+// when the body is complete (or the writer says the client is gone).
+using BodyProducer = std::function<void(BodyWriter&)>;
+
 struct Response {
     int status = 200;
     std::string body;  // JSON
-    Pairs headers;     // besides Content-Type, Content-Length and X-Request-Id
+    Pairs headers;     // besides Content-Length and X-Request-Id; Content-Type here replaces JSON's
+    // When set, the body instead: sent with chunked transfer coding as the
+    // producer writes it (HTTP/1.0: until the connection closes).
+    BodyProducer stream;
 
     // {"ok":true, "requestId":..., ...fields}
     [[nodiscard]] static Response ok(nlohmann::json fields, std::string_view request_id, int status = 200);

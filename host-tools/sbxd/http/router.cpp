@@ -46,8 +46,18 @@ std::optional<PathParams> match(const std::vector<std::string>& pattern,
 
 }  // namespace
 
-void Router::add(std::string_view method, std::string_view pattern, Handler handler) {
-    routes_.push_back(Route{std::string(method), segments_of(pattern), std::move(handler)});
+void Router::add(std::string_view method, std::string_view pattern, Handler handler, BodyMode body) {
+    routes_.push_back(Route{std::string(method), segments_of(pattern), std::move(handler), body});
+}
+
+bool Router::streams_body(const Request& request) const {
+    const auto path = segments_of(request.path);
+    for (const auto& route : routes_) {
+        if (route.method == request.method && match(route.segments, path)) {
+            return route.body == BodyMode::Streamed;
+        }
+    }
+    return false;
 }
 
 Response Router::dispatch(const Request& request) const {

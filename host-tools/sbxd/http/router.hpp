@@ -17,17 +17,26 @@ namespace sbx::sbxd::http {
 using PathParams = std::map<std::string, std::string, std::less<>>;
 using Handler = std::function<Response(const Request&, const PathParams&)>;
 
+// A route's request body is read whole (up to the server's body limit)
+// before the handler runs, or streamed to it (Request::body_stream).
+enum class BodyMode { Whole, Streamed };
+
 class Router {
 public:
     // Pattern segments in braces capture one non-empty path segment.
-    void add(std::string_view method, std::string_view pattern, Handler handler);
+    void add(std::string_view method, std::string_view pattern, Handler handler,
+             BodyMode body = BodyMode::Whole);
     [[nodiscard]] Response dispatch(const Request& request) const;
+    // Whether the route a request (method and path; no body yet) goes to
+    // streams its body.
+    [[nodiscard]] bool streams_body(const Request& request) const;
 
 private:
     struct Route {
         std::string method;
         std::vector<std::string> segments;
         Handler handler;
+        BodyMode body = BodyMode::Whole;
     };
     std::vector<Route> routes_;
 };

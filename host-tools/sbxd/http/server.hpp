@@ -5,6 +5,9 @@
 // Protocol errors get the API's JSON error: 400 bad_request for an
 // unparsable request, 413 payload_too_large past the body limit (checked
 // against Content-Length before the body is read), 431 headers_too_large.
+// Streamed bodies (stream.hpp) run on threads of their own: a response
+// whose producer writes it piece by piece, and a request body that a
+// route (BodyPolicy) takes as it arrives, with no size limit.
 #pragma once
 
 #include <chrono>
@@ -37,16 +40,21 @@ struct ServerLimits {
     std::size_t max_header_bytes = 16 * 1024;
     std::chrono::seconds idle_timeout{60};  // keep-alive wait for the next request
     std::chrono::seconds read_timeout{30};  // one request's headers and body
-    std::chrono::seconds write_timeout{30};
+    std::chrono::seconds write_timeout{30};  // each write, a streamed chunk's too
+    std::size_t stream_buffer_bytes = 1024 * 1024;  // queued per streamed body, each way
+    std::size_t max_streams = 512;  // producers and upload handlers at once; past it 503
 };
 
-// Runs on a worker thread; may block.
+// Runs on a worker thread (a stream thread for a streamed body); may block.
 using RequestHandler = std::function<Response(Request)>;
+// Given a request's head (no body yet): whether the body is streamed to
+// the handler (Request::body_stream) instead of read whole first.
+using BodyPolicy = std::function<bool(const Request&)>;
 
 class Server {
 public:
     Server(boost::asio::io_context& io, boost::asio::thread_pool& workers, RequestHandler handler,
-           ServerLimits limits);
+           ServerLimits limits, BodyPolicy streams_body = {});
     ~Server();
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
@@ -55,7 +63,8 @@ public:
     // for tcp:...:0). Call on the io_context's thread or before it runs.
     [[nodiscard]] Result<std::string> listen(const ListenAddress& address, SocketAccess unix_access = {});
     // Stops accepting (open connections finish their request); unlinks
-    // the Unix sockets it made.
+    // the Unix sockets it made. The destructor also cancels the streams
+    // still running and waits for their threads.
     void close();
 
     class Listener;
@@ -64,7 +73,9 @@ private:
     boost::asio::io_context& io_;
     boost::asio::thread_pool& workers_;
     std::shared_ptr<const RequestHandler> handler_;
+    std::shared_ptr<const BodyPolicy> streams_body_;
     ServerLimits limits_;
+    StreamThreads threads_;
     std::vector<std::shared_ptr<Listener>> listeners_;
 };
 
