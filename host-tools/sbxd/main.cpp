@@ -176,7 +176,7 @@ int serve(Store& store, const Options& options) {
     ApiService service(store, driver, info);
     http::Server server(
         io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
-        http::ServerLimits{});
+        http::ServerLimits{}, [&service](const http::Request& request) { return service.streams_body(request); });
     const SocketAccess access = unix_socket_access(options.socket_group);
     for (const auto& address : addresses) {
         if (address.transport == http::Transport::Unix) {

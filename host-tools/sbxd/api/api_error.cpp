@@ -17,7 +17,7 @@ constexpr std::pair<std::string_view, int> kStatuses[] = {
     {code::kHeadersTooLarge, 431},  {code::kRateLimited, 429},
     {code::kLimitReached, 429},     {code::kInternal, 500},
     {code::kNotImplemented, 501},   {code::kNoReadyMachine, 502},
-    {code::kCapacityExceeded, 503},
+    {code::kAgentUnavailable, 502}, {code::kCapacityExceeded, 503},
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ inline constexpr std::string_view kLimitReached = "limit_reached";          // 4
 inline constexpr std::string_view kInternal = "internal";                   // 500
 inline constexpr std::string_view kNotImplemented = "not_implemented";      // 501
 inline constexpr std::string_view kNoReadyMachine = "no_ready_machine";     // 502 retryable
+inline constexpr std::string_view kAgentUnavailable = "agent_unavailable";  // 502 the guest's agent failed
 inline constexpr std::string_view kCapacityExceeded = "capacity_exceeded";  // 503 retryable
 }  // namespace code
 

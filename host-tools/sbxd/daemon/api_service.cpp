@@ -70,7 +70,8 @@ ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clo
       driver_(driver),
       info_(std::move(info)),
       clock_(std::move(clock)),
-      started_at_(clock_()) {
+      started_at_(clock_()),
+      guest_(store, driver, clock_) {
     add_routes();
 }
 
@@ -90,6 +91,8 @@ void ApiService::add_routes() {
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
     host_route("GET", "/v1/snapshots", &ApiService::list_snapshots);
     host_route("GET", "/v1/events", &ApiService::list_events);
+    guest_.add_routes([this](std::string_view method, std::string_view pattern, http::Handler handler,
+                             http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
 }
 
 void ApiService::host_route(std::string_view method, std::string_view pattern,
@@ -104,13 +107,24 @@ void ApiService::host_route(std::string_view method, std::string_view pattern,
 
 void ApiService::sandbox_route(std::string_view method, std::string_view pattern,
                                Response (ApiService::*handler)(const Request&, const PathParams&) const) {
-    router_.add(method, pattern, [this, handler](const Request& request, const PathParams& params) {
-        const auto& scope = request.principal.sandbox_id;
-        if (scope && *scope != params.at("id")) {
-            return Response::error(forbidden("reach other sandboxes"), request.request_id);
-        }
-        return (this->*handler)(request, params);
-    });
+    sandbox_route(
+        method, pattern,
+        [this, handler](const Request& request, const PathParams& params) { return (this->*handler)(request, params); },
+        http::BodyMode::Whole);
+}
+
+void ApiService::sandbox_route(std::string_view method, std::string_view pattern, http::Handler handler,
+                               http::BodyMode body) {
+    router_.add(
+        method, pattern,
+        [handler = std::move(handler)](const Request& request, const PathParams& params) {
+            const auto& scope = request.principal.sandbox_id;
+            if (scope && *scope != params.at("id")) {
+                return Response::error(forbidden("reach other sandboxes"), request.request_id);
+            }
+            return handler(request, params);
+        },
+        body);
 }
 
 Response ApiService::handle(Request request) const {

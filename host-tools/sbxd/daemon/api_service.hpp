@@ -9,6 +9,7 @@
 #include <string>
 
 #include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/daemon/guest_routes.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
 #include "host-tools/sbxd/http/router.hpp"
 #include "host-tools/sbxd/store/store.hpp"
@@ -32,6 +33,8 @@ public:
     ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock = system_now);
 
     [[nodiscard]] http::Response handle(http::Request request) const;
+    // The server's BodyPolicy: file uploads stream their bodies.
+    [[nodiscard]] bool streams_body(const http::Request& request) const { return router_.streams_body(request); }
 
 private:
     using PathParams = http::PathParams;
@@ -45,6 +48,8 @@ private:
                     Response (ApiService::*handler)(const Request&, const PathParams&) const);
     void sandbox_route(std::string_view method, std::string_view pattern,
                        Response (ApiService::*handler)(const Request&, const PathParams&) const);
+    void sandbox_route(std::string_view method, std::string_view pattern, http::Handler handler,
+                       http::BodyMode body);
 
     Response health(const Request& request, const PathParams& params) const;
     Response limits(const Request& request, const PathParams& params) const;
@@ -65,6 +70,7 @@ private:
     DaemonInfo info_;
     Clock clock_;
     UnixMillis started_at_;
+    GuestRoutes guest_;
     http::Router router_;
 };
 

@@ -360,6 +360,9 @@ private:
         if (!streaming_ || !header_sent_ || writing_chunk_) {
             return;
         }
+        if (writer_->cancelled()) {
+            return stream_gone();  // the producer gave up: no last chunk, so the client sees a cut body
+        }
         auto done = [self = self()](beast::error_code ec, std::size_t) {
             self->writing_chunk_ = false;
             if (ec) {

@@ -58,6 +58,8 @@ public:
     [[nodiscard]] std::optional<std::string> take();
     [[nodiscard]] bool finished() const;  // the producer returned and all was taken
     void finish();                        // the producer returned
+    // The client left, or (from the producer) the body cannot be completed:
+    // the connection closes without the last chunk.
     void cancel();
 
 private:

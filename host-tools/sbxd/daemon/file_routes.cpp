@@ -1,0 +1,246 @@
+// Files in a running sandbox (docs/api.md, "Files"): contents streamed
+// both ways in pieces of at most a DATA frame, whatever the file's size;
+// stat, list, mkdir and remove. Paths are absolute guest paths in the
+// query (`?path=`); the agent checks them.
+#include <sys/socket.h>
+
+#include <charconv>
+#include <vector>
+
+#include "base/log.hpp"
+#include "guest-agent/files/files_client.hpp"
+#include "host-tools/sbxd/api/fields.hpp"
+#include "host-tools/sbxd/daemon/guest_routes.hpp"
+
+namespace sbx::sbxd {
+
+namespace {
+
+using http::Response;
+using nlohmann::json;
+
+// The query's parameters, each named once; others are refused.
+Result<std::map<std::string, std::string, std::less<>>> query_params(const http::Request& request,
+                                                                       std::initializer_list<std::string_view> known) {
+    std::map<std::string, std::string, std::less<>> out;
+    for (const auto& [key, value] : request.query) {
+        if (std::find(known.begin(), known.end(), key) == known.end()) {
+            return api::invalid_argument(fmt::format("unknown query parameter '{}'", key));
+        }
+        if (!out.emplace(key, value).second) {
+            return api::invalid_argument(fmt::format("query parameter '{}' given twice", key));
+        }
+    }
+    return out;
+}
+
+Result<std::string> path_param(const std::map<std::string, std::string, std::less<>>& params) {
+    auto it = params.find("path");
+    if (it == params.end() || it->second.empty() || it->second.front() != '/') {
+        return api::invalid_argument("path must be an absolute guest path (?path=/root/x)");
+    }
+    return it->second;
+}
+
+Result<bool> flag_param(const std::map<std::string, std::string, std::less<>>& params, std::string_view name) {
+    auto it = params.find(name);
+    if (it == params.end() || it->second == "false" || it->second == "0") {
+        return false;
+    }
+    if (it->second == "true" || it->second == "1") {
+        return true;
+    }
+    return api::invalid_argument(fmt::format("{} must be true or false", name));
+}
+
+const char* kind_name(std::string_view kind) {
+    return kind == "file" ? "file" : kind == "dir" ? "dir" : kind == "symlink" ? "symlink" : "other";
+}
+
+}  // namespace
+
+Response GuestRoutes::get_file(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path"});
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    auto path = path_param(*query);
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    // Looked at first, so that a missing file or a directory is an error
+    // status rather than a cut stream.
+    auto info = agent::files::stat(**client, *path, true);
+    if (!info) {
+        return Response::error(guest_error(info.error()), request.request_id);
+    }
+    if (info->kind != "file") {
+        return Response::error(api::invalid_argument(fmt::format("{} is a {}, not a regular file", *path,
+                                                                 info->kind == "dir" ? "directory" : info->kind)),
+                               request.request_id);
+    }
+    Response response;
+    response.headers.emplace_back("Content-Type", "application/octet-stream");
+    response.stream = [client = *client, path = *path](http::BodyWriter& out) {
+        auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
+        auto sink = [&out](std::span<const std::uint8_t> data) -> Result<void> {
+            return out.write(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+        };
+        // A failure after the 200 can only cut the body short: chunked
+        // coding then never sends its last chunk, which the client sees.
+        auto read = agent::files::read_file(*client, path, sink);
+        if (!read && !out.cancelled()) {
+            log::warn("download of {} failed: {}", path, read.error().to_string());
+            out.cancel();
+        }
+    };
+    return response;
+}
+
+Response GuestRoutes::put_file(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path", "mode"});
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    auto path = path_param(*query);
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    agent::files::WriteOptions options;
+    if (auto mode = query->find("mode"); mode != query->end()) {
+        std::uint32_t value = 0;
+        const std::string& text = mode->second;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 8);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value > 07777) {
+            return Response::error(api::invalid_argument("mode must be octal permission bits (0644)"),
+                                   request.request_id);
+        }
+        options.mode = value;
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    http::BodyReader& body = *request.body_stream;
+    std::optional<Error> body_error;
+    auto source = [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+        auto n = body.read(buffer);
+        if (!n) {
+            body_error = n.error();
+        }
+        return n;
+    };
+    auto written = agent::files::write_file(**client, *path, source, options);
+    if (!written) {
+        return Response::error(body_error ? *body_error : guest_error(written.error()), request.request_id);
+    }
+    return Response::ok({{"bytes", *written}}, request.request_id);
+}
+
+Response GuestRoutes::stat_file(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path"});
+    auto path = query ? path_param(*query) : Result<std::string>(query.error());
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    auto info = agent::files::stat(**client, *path);
+    if (!info) {
+        return Response::error(guest_error(info.error()), request.request_id);
+    }
+    json stat = {{"path", *path},        {"type", kind_name(info->kind)}, {"size", info->size},
+                 {"mode", info->mode},   {"mtime", info->mtime},          {"uid", info->uid},
+                 {"gid", info->gid}};
+    if (info->kind == "symlink") {
+        stat["target"] = info->target;
+    }
+    return Response::ok({{"stat", stat}}, request.request_id);
+}
+
+Response GuestRoutes::list_files(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path"});
+    auto path = query ? path_param(*query) : Result<std::string>(query.error());
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    auto entries = agent::files::list(**client, *path);
+    if (!entries) {
+        return Response::error(guest_error(entries.error()), request.request_id);
+    }
+    json list = json::array();
+    for (const auto& e : *entries) {
+        list.push_back({{"name", e.name},
+                        {"type", kind_name(e.kind)},
+                        {"size", e.size},
+                        {"mode", e.mode},
+                        {"mtime", e.mtime}});
+    }
+    return Response::ok({{"entries", list}}, request.request_id);
+}
+
+Response GuestRoutes::make_dir(const Request& request, const PathParams& params) const {
+    auto body = api::parse_body(request.body);
+    if (!body) {
+        return Response::error(body.error(), request.request_id);
+    }
+    api::Fields fields(*body);
+    auto path = fields.string("path");
+    auto parents = fields.boolean("parents");
+    auto mode = fields.integer("mode", 0, 07777);
+    for (const Error* error : {path ? nullptr : &path.error(), parents ? nullptr : &parents.error(),
+                               mode ? nullptr : &mode.error()}) {
+        if (error) {
+            return Response::error(*error, request.request_id);
+        }
+    }
+    if (auto r = fields.finish(); !r) {
+        return Response::error(r.error(), request.request_id);
+    }
+    if (!*path || path->value().empty() || path->value().front() != '/') {
+        return Response::error(api::invalid_argument("path must be an absolute guest path"), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    agent::files::MkdirOptions options;
+    options.parents = parents->value_or(true);
+    options.mode = static_cast<std::uint32_t>(mode->value_or(0755));
+    if (auto made = agent::files::make_dir(**client, **path, options); !made) {
+        return Response::error(guest_error(made.error()), request.request_id);
+    }
+    return Response::ok(json::object(), request.request_id);
+}
+
+Response GuestRoutes::remove_file(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path", "recursive"});
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    auto path = path_param(*query);
+    auto recursive = flag_param(*query, "recursive");
+    if (!path || !recursive) {
+        return Response::error(!path ? path.error() : recursive.error(), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    if (auto removed = agent::files::remove(**client, *path, *recursive); !removed) {
+        return Response::error(guest_error(removed.error()), request.request_id);
+    }
+    return Response::ok(json::object(), request.request_id);
+}
+
+}  // namespace sbx::sbxd

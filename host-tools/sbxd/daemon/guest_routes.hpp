@@ -1,0 +1,78 @@
+// The routes that reach into a running sandbox through its agent
+// (docs/api.md, "Exec, processes and files"): exec (exec_routes.cpp),
+// detached processes (process_routes.cpp) and files (file_routes.cpp).
+// Each request opens its own connection to the agent (the agent protocol
+// runs one operation per connection), through the address the driver
+// gives for a running sandbox. Output and file contents stream through
+// http::BodyWriter / BodyReader, never whole in memory.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "guest-agent/client/agent_client.hpp"
+#include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/http/router.hpp"
+#include "host-tools/sbxd/store/store.hpp"
+
+namespace sbx::sbxd {
+
+// Registers a handler under the API's scope check (ApiService::sandbox_route).
+using RouteAdder =
+    std::function<void(std::string_view method, std::string_view pattern, http::Handler, http::BodyMode)>;
+
+// An agent's error ("not_found: ...") or a failed connection, as the
+// API's error: not_found 404, refused arguments 400, limit 429, anything
+// that is the guest's fault or an unreachable agent 502 agent_unavailable.
+[[nodiscard]] Error guest_error(const Error& error);
+
+// The exit of a process as the history records it: the exit code, or
+// 128 + the signal as a shell reports it.
+[[nodiscard]] int history_exit_code(std::optional<int> code, std::optional<int> signal);
+
+class GuestRoutes {
+public:
+    GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock);
+
+    void add_routes(const RouteAdder& add);
+
+private:
+    using Request = http::Request;
+    using Response = http::Response;
+    using PathParams = http::PathParams;
+
+    // The sandbox must exist (404) and run (the driver's 409); then a new
+    // authenticated connection to its agent, on the heap so that
+    // sessions and stream producers can hold it.
+    [[nodiscard]] Result<std::shared_ptr<agent::AgentClient>> connect(const std::string& sandbox_id) const;
+
+    // Detached processes started here, by (sandbox, process id): their
+    // history row, finished when a route sees the exit.
+    void remember(const std::string& sandbox_id, const std::string& process_id, std::int64_t history_id) const;
+    void saw_exit(const std::string& sandbox_id, const std::string& process_id, std::optional<int> code,
+                  std::optional<int> signal) const;
+
+    Response exec(const Request& request, const PathParams& params) const;
+    Response list_processes(const Request& request, const PathParams& params) const;
+    Response get_process(const Request& request, const PathParams& params) const;
+    Response process_output(const Request& request, const PathParams& params) const;
+    Response signal_process(const Request& request, const PathParams& params) const;
+    Response get_file(const Request& request, const PathParams& params) const;
+    Response put_file(const Request& request, const PathParams& params) const;
+    Response stat_file(const Request& request, const PathParams& params) const;
+    Response list_files(const Request& request, const PathParams& params) const;
+    Response make_dir(const Request& request, const PathParams& params) const;
+    Response remove_file(const Request& request, const PathParams& params) const;
+
+    Store& store_;
+    SandboxDriver& driver_;
+    std::function<UnixMillis()> clock_;
+    mutable std::mutex detached_mutex_;
+    mutable std::map<std::pair<std::string, std::string>, std::int64_t> detached_;
+};
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The exec, process and file routes end to end with curl: sbxd's server
+# and API (sbxd_guest_fixture) over a real sbx-agent on the host, reached
+# through a stand-in for the VMM's hybrid vsock socket. Needs no guest
+# (suite unit). Usage: guest_routes_test.sh FIXTURE SBX_AGENT
+set -euo pipefail
+fixture=$1
+agent=$2
+command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+
+tmp=$(mktemp -d /tmp/sbxd-guest-XXXXXX)
+pid=
+cleanup() {
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
+pid=$!
+for _ in $(seq 100); do
+    grep -q listening "$tmp/fixture.out" && break
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
+    sleep 0.1
+done
+grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+
+base=http://sbxd/v1/sandboxes/sbx_run
+uid=$(id -u)
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+api() { curl -sS --unix-socket "$tmp/sbxd.sock" "$@"; }
+# status NAME curl-args: the body in $tmp/NAME, the status printed
+status() { local name=$1; shift; api -o "$tmp/$name" -w '%{http_code}' "$@"; }
+# py NAME EXPR: EXPR over the parsed JSON body `b` of $tmp/NAME must hold
+py() {
+    python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+        "$tmp/$1" "$2" || fail "$1: $2: $(head -c 600 "$tmp/$1")"
+}
+
+# 1. An attached exec: NDJSON with stdout, stderr, the exit code; stdin in.
+api -N -X POST "$base/exec" -d "{\"shell\":\"cat; echo err >&2; exit 3\",\"user\":\"$uid\",\"stdin\":\"$(printf 'in\n' | base64)\"}" >"$tmp/exec1"
+python3 - "$tmp/exec1" <<'PY' || fail "exec1: $(cat "$tmp/exec1")"
+import base64, json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines[0]["type"] == "start" and lines[0]["pid"] > 0, lines[0]
+out = b"".join(base64.b64decode(l["data"]) for l in lines if l["type"] == "stdout")
+err = b"".join(base64.b64decode(l["data"]) for l in lines if l["type"] == "stderr")
+assert out == b"in\n" and err == b"err\n", (out, err)
+assert lines[-1] == {"type": "exit", "exitCode": 3}, lines[-1]
+PY
+
+# 2. Binary-safe output: every byte value, 3 MiB of it.
+api -N -X POST "$base/exec" -d "{\"command\":[\"python3\",\"-c\",\"import sys; sys.stdout.buffer.write(bytes(range(256))*12288)\"],\"user\":\"$uid\"}" >"$tmp/exec2"
+python3 - "$tmp/exec2" <<'PY' || fail "exec2 binary output"
+import base64, json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+out = b"".join(base64.b64decode(l["data"]) for l in lines if l["type"] == "stdout")
+assert out == bytes(range(256)) * 12288, len(out)
+assert lines[-1]["exitCode"] == 0
+PY
+
+# 3. A detached process, read from offsets: every byte exactly once.
+[ "$(status det -X POST "$base/exec" -d "{\"shell\":\"for i in \$(seq 1 400); do echo line\$i; done; sleep 1; echo last\",\"user\":\"$uid\",\"detach\":true}")" = 201 ] || fail "detach: $(cat "$tmp/det")"
+py det 'b["process"]["id"].startswith("p") and b["process"]["pid"] > 0'
+proc=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["id"])' "$tmp/det")
+sleep 0.3
+# The first events only (curl stops after the first few KiB), then the rest from the last id.
+api -N --max-time 0.5 "$base/processes/$proc/output" >"$tmp/sse1" || true
+last=$(grep '^id: ' "$tmp/sse1" | tail -1 | cut -c5-)
+[ -n "$last" ] || fail "no events in the first read: $(head -c 300 "$tmp/sse1")"
+api -N -H "Last-Event-ID: $last" "$base/processes/$proc/output" >"$tmp/sse2"
+python3 - "$tmp/sse1" "$tmp/sse2" "$last" <<'PY' || fail "sse: $(tail -c 300 "$tmp/sse2")"
+import base64, sys
+def events(path):
+    out = []
+    for block in open(path).read().split("\n\n"):
+        fields = dict(l.split(": ", 1) for l in block.split("\n") if ": " in l)
+        if fields:
+            out.append(fields)
+    return out
+first = [e for e in events(sys.argv[1]) if e.get("event") == "output" and int(e["id"]) <= int(sys.argv[3])]
+second = events(sys.argv[2])
+data = b"".join(base64.b64decode(e["data"]) for e in first + second if e.get("event") == "output")
+want = "".join(f"line{i}\n" for i in range(1, 401)).encode() + b"last\n"
+assert data == want, (len(data), len(want))
+assert second[-1]["event"] == "exit" and second[-1]["data"] == '{"exitCode":0,"signal":null}', second[-1]
+PY
+[ "$(status st "$base/processes/$proc")" = 200 ] || fail "status: $(cat "$tmp/st")"
+py st 'not b["process"]["running"] and b["process"]["exitCode"] == 0 and b["process"]["outputBytes"] == 3097'
+py st '__import__("base64").b64decode(b["process"]["tail"]).endswith(b"line400\nlast\n") and len(__import__("base64").b64decode(b["process"]["tail"])) == 3097'
+status pl "$base/processes" >/dev/null
+py pl 'any(p["id"] == "'"$proc"'" and p["exitCode"] == 0 for p in b["processes"])'
+
+# 4. A signal to a detached process.
+status det2 -X POST "$base/exec" -d "{\"command\":[\"sleep\",\"600\"],\"user\":\"$uid\",\"detach\":true}" >/dev/null
+proc2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["id"])' "$tmp/det2")
+[ "$(status sig -X POST "$base/processes/$proc2/signal" -d '{"signal":"TERM"}')" = 200 ] || fail "signal: $(cat "$tmp/sig")"
+api -N --max-time 20 "$base/processes/$proc2/output" >"$tmp/sse3" || true
+grep -q '^data: {"exitCode":null,"signal":15}' "$tmp/sse3" || fail "signal exit: $(cat "$tmp/sse3")"
+[ "$(status sigbad -X POST "$base/processes/$proc2/signal" -d '{"signal":"NOPE"}')" = 400 ] || fail "bad signal"
+
+# 5. History: every exec with its exit code (the killed one as 128 + 15).
+status hist "$base/history" >/dev/null
+py hist '[h["exitCode"] for h in b["history"]] == [3, 0, 0, 143]'
+py hist 'b["history"][0]["command"] == ["/bin/sh", "-c", "cat; echo err >&2; exit 3"]'
+
+# 6. Files: a multi-MiB put and get with matching sha256, stat, list, mkdir, remove.
+g=$tmp/guest
+head -c $((9 * 1024 * 1024 + 123)) /dev/urandom >"$tmp/big"
+[ "$(status mk0 -X POST "$base/files/mkdir" -d "{\"path\":\"$g\"}")" = 200 ] || fail "mkdir: $(cat "$tmp/mk0")"
+[ "$(status put -X PUT -T "$tmp/big" "$base/files?path=$g/big.bin&mode=0600")" = 200 ] || fail "put: $(cat "$tmp/put")"
+py put 'b["bytes"] == 9 * 1024 * 1024 + 123'
+api -o "$tmp/big.back" "$base/files?path=$g/big.bin"
+[ "$(sha256sum <"$tmp/big")" = "$(sha256sum <"$tmp/big.back")" ] || fail "get: sha256 differs"
+[ "$(sha256sum <"$tmp/big")" = "$(sha256sum <"$g/big.bin")" ] || fail "put: the file differs"
+status stat "$base/files/stat?path=$g/big.bin" >/dev/null
+py stat 'b["stat"]["type"] == "file" and b["stat"]["size"] == 9 * 1024 * 1024 + 123 and b["stat"]["mode"] == 0o600'
+[ "$(status mk -X POST "$base/files/mkdir" -d "{\"path\":\"$g/d/e\",\"parents\":true}")" = 200 ] || fail "mkdir: $(cat "$tmp/mk")"
+status ls "$base/files/list?path=$g" >/dev/null
+py ls '[(e["name"], e["type"]) for e in b["entries"]] == [("big.bin", "file"), ("d", "dir")]'
+[ "$(status rm1 -X DELETE "$base/files?path=$g/d")" = 400 ] || fail "remove of a non-empty dir: $(cat "$tmp/rm1")"
+[ "$(status rm2 -X DELETE "$base/files?path=$g/d&recursive=true")" = 200 ] || fail "remove: $(cat "$tmp/rm2")"
+[ ! -e "$g/d" ] || fail "d is still there"
+
+# 7. Errors.
+[ "$(status e1 "$base/files?path=$g/missing")" = 404 ] || fail "missing file: $(cat "$tmp/e1")"
+py e1 'b["code"] == "not_found"'
+[ "$(status e2 "$base/files?path=$g")" = 400 ] || fail "a directory: $(cat "$tmp/e2")"
+[ "$(status e3 -X POST http://sbxd/v1/sandboxes/sbx_off/exec -d '{"command":["true"]}')" = 409 ] || fail "stopped: $(cat "$tmp/e3")"
+py e3 'b["code"] == "invalid_state"'
+[ "$(status e4 -X POST http://sbxd/v1/sandboxes/sbx_nope/exec -d '{"command":["true"]}')" = 404 ] || fail "unknown sandbox"
+[ "$(status e5 -X POST "$base/exec" -d '{"command":["true"],"shell":"true"}')" = 400 ] || fail "both command and shell"
+[ "$(status e6 "$base/processes/pnope")" = 404 ] || fail "unknown process: $(cat "$tmp/e6")"
+[ "$(status e7 -X PUT --data-binary x "$base/files?path=$g/no/such/dir/f")" = 404 ] || fail "put without a parent: $(cat "$tmp/e7")"
+[ "$(status e8 -X POST "$base/exec" -d "{\"command\":[\"true\"],\"cwd\":\"/nonexistent-dir\",\"user\":\"$uid\"}")" = 404 ] || fail "missing cwd: $(cat "$tmp/e8")"
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures failures" >&2
+    exit 1
+fi
+echo "all guest route checks passed"
