@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "host-tools/sbxd/api/api_error.hpp"
@@ -58,8 +59,8 @@ BodyWriter::CancelHook BodyWriter::on_cancel(std::function<void()> hook) {
     }
     if (run_now) {
         std::lock_guard hook_lock(hook_mutex_);
-        if (hook_) {
-            hook_();
+        if (auto late = std::exchange(hook_, nullptr)) {
+            late();
         }
     }
     return CancelHook(this);
@@ -107,9 +108,7 @@ void BodyWriter::cancel() {
         changed_.notify_all();
     }
     std::lock_guard hook_lock(hook_mutex_);
-    if (hook_) {
-        auto hook = std::move(hook_);
-        hook_ = nullptr;
+    if (auto hook = std::exchange(hook_, nullptr)) {
         hook();
     }
 }

@@ -100,9 +100,14 @@ api -N --max-time 20 "$base/processes/$proc2/output" >"$tmp/sse3" || true
 grep -q '^data: {"exitCode":null,"signal":15}' "$tmp/sse3" || fail "signal exit: $(cat "$tmp/sse3")"
 [ "$(status sigbad -X POST "$base/processes/$proc2/signal" -d '{"signal":"NOPE"}')" = 400 ] || fail "bad signal"
 
+# 4b. A client that leaves an attached exec ends its process.
+api -N --max-time 1 -X POST "$base/exec" -d "{\"command\":[\"sleep\",\"301.25\"],\"user\":\"$uid\"}" >/dev/null 2>&1 || true
+for _ in $(seq 50); do pgrep -f 'sleep 301.25' >/dev/null || break; sleep 0.1; done
+if pgrep -f 'sleep 301.25' >/dev/null; then fail "the exec outlived its client"; pkill -f 'sleep 301.25' || true; fi
+
 # 5. History: every exec with its exit code (the killed one as 128 + 15).
 status hist "$base/history" >/dev/null
-py hist '[h["exitCode"] for h in b["history"]] == [3, 0, 0, 143]'
+py hist '[h["exitCode"] for h in b["history"]] == [3, 0, 0, 143, None]'
 py hist 'b["history"][0]["command"] == ["/bin/sh", "-c", "cat; echo err >&2; exit 3"]'
 
 # 6. Files: a multi-MiB put and get with matching sha256, stat, list, mkdir, remove.
