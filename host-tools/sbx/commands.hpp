@@ -1,0 +1,80 @@
+// The sbx commands (docs/sbx.md), each over the routes of docs/api.md and
+// the exec/process/file routes. main.cpp parses the flags; each command
+// returns the process's exit status (output.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "host-tools/sbx/api_requests.hpp"
+#include "host-tools/sbx/http_client.hpp"
+#include "host-tools/sbx/output.hpp"
+
+namespace sbx::cli {
+
+struct Context {
+    HttpClient client;
+    Output out;
+};
+
+// The JSON body of a 2xx reply, or why there is none.
+class Outcome {
+public:
+    Outcome(Json body) : body_(std::move(body)) {}       // NOLINT(google-explicit-constructor)
+    Outcome(Failure failure) : failure_(std::move(failure)) {}  // NOLINT(google-explicit-constructor)
+    [[nodiscard]] bool ok() const { return !failure_; }
+    [[nodiscard]] const Json& body() const { return body_; }
+    [[nodiscard]] const Failure& failure() const { return *failure_; }
+
+private:
+    Json body_;
+    std::optional<Failure> failure_;
+};
+
+// Sends a request and reads its JSON reply.
+[[nodiscard]] Outcome call(const Context& ctx, const HttpRequest& request);
+// The failure as the user should see it: with a hint where one helps
+// (an unreachable daemon, a missing API key).
+[[nodiscard]] Failure explained(const Context& ctx, Failure failure);
+// An HTTP GET/POST/DELETE request with a JSON body (POST) or none.
+[[nodiscard]] HttpRequest get(std::string target);
+[[nodiscard]] HttpRequest post(std::string target, const Json& body);
+[[nodiscard]] HttpRequest del(std::string target);
+
+// commands_sandbox.cpp
+struct NewCommand {
+    CreateOptions create;
+    std::string idempotency_key;
+};
+int run_new(const Context& ctx, const NewCommand& command);
+int run_ls(const Context& ctx, const std::vector<std::string>& labels, const std::vector<std::string>& states);
+int run_info(const Context& ctx, const std::string& id);
+int run_stop(const Context& ctx, const std::string& id, bool disk_only);
+int run_resume(const Context& ctx, const std::string& id, const std::string& size);
+int run_fork(const Context& ctx, const std::string& id, unsigned count, bool disk_only,
+             const std::string& idempotency_key);
+int run_rm(const Context& ctx, const std::vector<std::string>& ids, const std::vector<std::string>& labels,
+           bool dry_run);
+int run_history(const Context& ctx, const std::string& id);
+int run_events(const Context& ctx, std::uint64_t after, bool follow);
+int run_snapshot_create(const Context& ctx, const std::string& id, const std::string& name);
+int run_snapshot_ls(const Context& ctx);
+int run_snapshot_rm(const Context& ctx, const std::string& name);
+
+// commands_exec.cpp
+struct ExecCommand {
+    std::string id;
+    ExecOptions exec;
+    std::string status_process, attach_process;
+    std::uint64_t offset = 0;
+    bool no_stdin = false;
+    bool raw_events = false;  // --json given: the events as they come, not the decoded bytes
+};
+int run_exec(const Context& ctx, ExecCommand command);
+
+// commands_files.cpp
+int run_scp(const Context& ctx, const std::string& from, const std::string& to);
+
+}  // namespace sbx::cli

@@ -1,0 +1,258 @@
+// exec: run a command and stream its output (NDJSON), start it detached,
+// show a process's status, or attach to its output from a byte offset
+// (SSE). Routes: /work/helpers/exec-api.md, docs/api.md.
+#include <unistd.h>
+
+#include <array>
+#include <csignal>
+#include <cstdlib>
+
+#include "host-tools/sbx/commands.hpp"
+#include "host-tools/sbx/stream_decoders.hpp"
+
+namespace sbx::cli {
+
+namespace {
+
+// exec's stdin travels base64 in the request body, which sbxd caps at
+// 1 MiB; larger input belongs in a file (sbx scp).
+constexpr std::size_t kMaxStdinBytes = 700 * 1024;
+
+// Writes all of `bytes` to our stdout/stderr; a reader that went away
+// (`sbx exec ... | head`) ends sbx the way it would end cat.
+void write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+        ssize_t n = ::write(fd, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            std::_Exit(128 + SIGPIPE);
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+Result<std::optional<std::string>> read_stdin(bool skip) {
+    if (skip || ::isatty(STDIN_FILENO) == 1) {
+        return std::optional<std::string>();
+    }
+    std::string all;
+    std::array<char, 65536> chunk;
+    for (;;) {
+        ssize_t n = ::read(STDIN_FILENO, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            // No stdin at all (closed fd 0) is no input.
+            if (errno == EBADF) {
+                return std::optional<std::string>();
+            }
+            return sys_error("reading stdin").with_code("local");
+        }
+        if (n == 0) {
+            break;
+        }
+        all.append(chunk.data(), static_cast<std::size_t>(n));
+        if (all.size() > kMaxStdinBytes) {
+            return make_coded_error("local", "stdin is over {} KiB; copy larger input in with sbx scp, or pass --no-stdin",
+                                    kMaxStdinBytes / 1024);
+        }
+    }
+    return all.empty() ? std::optional<std::string>() : std::optional<std::string>(std::move(all));
+}
+
+// exec's exit event, or an SSE exit's data -> our exit status: the
+// command's code, 128+N for a signal, 124 for a timeout.
+int exit_status_of(const Json& exit) {
+    if (exit.value("timedOut", false)) {
+        return kExitTimedOut;
+    }
+    if (exit.contains("exitCode") && exit["exitCode"].is_number_integer()) {
+        return exit["exitCode"].get<int>() & 0xff;
+    }
+    if (exit.contains("signal") && exit["signal"].is_number_integer()) {
+        return 128 + exit["signal"].get<int>();
+    }
+    return kExitOwnFailure;
+}
+
+// A failure of sbx itself while it stands in for a command: 125, so a
+// script tells it from the command's own status.
+int own_failure(const Context& ctx, Failure failure) {
+    failure.exit_code = kExitOwnFailure;
+    return ctx.out.fail(explained(ctx, std::move(failure)));
+}
+
+// The stream's head: 200 goes on, anything else is read as the API's error.
+std::optional<Failure> expect_200(HttpStream& stream) {
+    if (stream.status() == 200) {
+        return std::nullopt;
+    }
+    auto reply = stream.to_reply(1 << 20);
+    return reply ? failure_of(*reply) : failure_of(reply.error());
+}
+
+int run_attached(const Context& ctx, const ExecCommand& command, const Json& body) {
+    auto stream = ctx.client.open(post(target({"v1", "sandboxes", command.id, "exec"}), body));
+    if (!stream) {
+        return own_failure(ctx, failure_of(stream.error()));
+    }
+    if (auto failure = expect_200(*stream)) {
+        return own_failure(ctx, *failure);
+    }
+    LineSplitter lines;
+    std::array<char, 65536> chunk;
+    for (;;) {
+        auto got = stream->read(chunk);
+        if (!got) {
+            return own_failure(ctx, failure_of(got.error()));
+        }
+        if (*got == 0) {
+            return own_failure(ctx, failure_of(make_coded_error(
+                                        "connection_lost", "the exec stream ended before the command's exit")));
+        }
+        for (const auto& line : lines.feed({chunk.data(), *got})) {
+            Json event = Json::parse(line, nullptr, false);
+            std::string type = event.is_object() ? event.value("type", "") : "";
+            if (command.raw_events) {
+                write_all(STDOUT_FILENO, line + "\n");
+            }
+            if (type == "stdout" || type == "stderr") {
+                if (command.raw_events) {
+                    continue;
+                }
+                auto bytes = base64_decode(event.value("data", ""));
+                if (!bytes) {
+                    return own_failure(ctx, failure_of(bytes.error()));
+                }
+                write_all(type == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
+            } else if (type == "exit") {
+                return exit_status_of(event);
+            } else if (type == "error") {
+                Failure failure;
+                failure.code = event.value("code", "internal");
+                failure.message = event.value("message", "the exec failed");
+                failure.status = 200;
+                failure.request_id = stream->header("X-Request-Id");
+                return own_failure(ctx, failure);
+            } else if (type.empty()) {
+                return own_failure(ctx, failure_of(make_coded_error("bad_response", "an exec event that is not JSON: {}",
+                                                                    line.substr(0, 200))));
+            }
+        }
+    }
+}
+
+int run_detached(const Context& ctx, const ExecCommand& command, const Json& body) {
+    Outcome reply = call(ctx, post(target({"v1", "sandboxes", command.id, "exec"}), body));
+    if (!reply.ok()) {
+        return ctx.out.fail(reply.failure());
+    }
+    const Json process = reply.body().value("process", Json::object());
+    if (ctx.out.json()) {
+        ctx.out.event({{"type", "process"}, {"id", command.id}, {"process", process}});
+    } else {
+        ctx.out.text(fmt::format("{}  pid {}\n", cell(process, "id"), cell(process, "pid")));
+    }
+    return kExitOk;
+}
+
+int run_status(const Context& ctx, const ExecCommand& command) {
+    Outcome reply = call(ctx, get(target({"v1", "sandboxes", command.id, "processes", command.status_process})));
+    if (!reply.ok()) {
+        return ctx.out.fail(reply.failure());
+    }
+    const Json process = reply.body().value("process", Json::object());
+    if (ctx.out.json()) {
+        ctx.out.event({{"type", "process"}, {"id", command.id}, {"process", process}});
+        return kExitOk;
+    }
+    std::string state = "running";
+    if (!process.value("running", false)) {
+        state = process.value("signal", Json()).is_number() ? "killed by signal " + cell(process, "signal")
+                                                             : "exited " + cell(process, "exitCode");
+    }
+    ctx.out.text(fmt::format("{}  pid {}  {}  {} output bytes  {}\n", cell(process, "id"), cell(process, "pid"),
+                             state, cell(process, "outputBytes"), shell_words(process.value("command", Json()))));
+    auto tail = base64_decode(process.value("tail", ""));
+    if (tail && !tail->empty()) {
+        ctx.out.note("--- the end of its output ---");
+        write_all(STDOUT_FILENO, *tail);
+    }
+    return kExitOk;
+}
+
+int run_attach(const Context& ctx, const ExecCommand& command) {
+    std::string path = target({"v1", "sandboxes", command.id, "processes", command.attach_process, "output"},
+                              {{"offset", std::to_string(command.offset)}});
+    auto stream = ctx.client.open(get(path));
+    if (!stream) {
+        return own_failure(ctx, failure_of(stream.error()));
+    }
+    if (auto failure = expect_200(*stream)) {
+        return own_failure(ctx, *failure);
+    }
+    SseParser sse;
+    std::uint64_t offset = command.offset;
+    std::array<char, 65536> chunk;
+    for (;;) {
+        auto got = stream->read(chunk);
+        if (!got || *got == 0) {
+            // Whatever broke, the offset says where a reattach carries on.
+            Failure failure = got ? failure_of(make_coded_error("connection_lost", "the output stream ended early"))
+                                  : failure_of(got.error());
+            failure.message += fmt::format("; reattach with --attach {} --offset {}", command.attach_process, offset);
+            return own_failure(ctx, failure);
+        }
+        for (const auto& event : sse.feed({chunk.data(), *got})) {
+            if (event.event == "output") {
+                auto bytes = base64_decode(event.data);
+                if (!bytes) {
+                    return own_failure(ctx, failure_of(bytes.error()));
+                }
+                if (event.id) {
+                    offset = std::strtoull(event.id->c_str(), nullptr, 10);
+                }
+                if (command.raw_events) {
+                    ctx.out.event({{"type", "output"}, {"offset", offset}, {"data", event.data}});
+                } else {
+                    write_all(STDOUT_FILENO, *bytes);
+                }
+            } else if (event.event == "exit") {
+                Json exit = Json::parse(event.data, nullptr, false);
+                if (command.raw_events) {
+                    ctx.out.event({{"type", "exit"}, {"offset", offset}, {"exit", exit}});
+                }
+                return exit_status_of(exit.is_object() ? exit : Json::object());
+            }
+        }
+    }
+}
+
+}  // namespace
+
+int run_exec(const Context& ctx, ExecCommand command) {
+    if (!command.status_process.empty()) {
+        return run_status(ctx, command);
+    }
+    if (!command.attach_process.empty()) {
+        return run_attach(ctx, command);
+    }
+    auto input = read_stdin(command.no_stdin || command.exec.detach);
+    if (!input) {
+        return ctx.out.fail(input.error());
+    }
+    command.exec.stdin_bytes = std::move(*input);
+    auto body = exec_body(command.exec, [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+    });
+    if (!body) {
+        return ctx.out.fail(body.error());
+    }
+    return command.exec.detach ? run_detached(ctx, command, *body) : run_attached(ctx, command, *body);
+}
+
+}  // namespace sbx::cli

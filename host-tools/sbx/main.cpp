@@ -1,0 +1,190 @@
+// sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
+//
+//   sbx new | ls | info | exec | scp | stop | resume | fork | snapshot | rm | history | events
+//
+// SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
+// or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
+// and lines; piped or with --json, JSON. Exit codes: output.hpp.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <string_view>
+
+#include "host-tools/sbx/commands.hpp"
+
+namespace {
+
+using namespace sbx;
+using namespace sbx::cli;
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string env_or(const char* name, std::string_view fallback) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0' ? std::string(value) : std::string(fallback);
+}
+
+struct Flags {
+    bool json = false;
+    std::string id, name;
+    std::vector<std::string> ids, labels, states;
+    NewCommand create;
+    ExecCommand exec;
+    bool disk_only = false, dry_run = false, follow = false;
+    std::string size, idempotency_key;
+    unsigned count = 1;
+    std::uint64_t after = 0;
+    std::string from, to;
+};
+
+void add_labels(CLI::App* app, Flags& flags, const char* what) {
+    app->add_option("--label", flags.labels, what)->type_name("K=V");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // A closed socket is an error value, not a signal.
+    std::signal(SIGPIPE, SIG_IGN);
+    bool json_wanted = ::isatty(STDOUT_FILENO) != 1;
+    for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {  // before CLI11 has read it
+        json_wanted = json_wanted || std::string_view(argv[i]) == "--json";
+    }
+    Output out(json_wanted);
+
+    Flags f;
+    CLI::App app{"sbx: disposable Linux microVMs, through sbxd (SBX_HOST, SBX_API_KEY)"};
+    app.set_version_flag("--version", kVersion);
+    app.add_flag("--json", f.json, "print JSON even on a terminal");
+    app.require_subcommand(1);
+    app.fallthrough();
+
+    auto* create = app.add_subcommand("new", "create a sandbox and wait until it is ready");
+    auto& c = f.create.create;
+    create->add_option("--size", c.size, "small, default, large or xlarge");
+    create->add_option("--cpus", c.cpus, "vCPUs (overrides the size)");
+    create->add_option("--memory", c.memory, "memory: MiB, or 512M, 4G (overrides the size)");
+    create->add_option("--disk", c.disk, "root disk: GiB, or 20G");
+    create->add_option("--from", c.from, "an image or named snapshot");
+    create->add_option("--label", c.labels, "a label (repeatable)")->type_name("K=V");
+    create->add_option("-e,--env", c.env, "a variable in /etc/sandboxer/env (repeatable; K alone: its value here)")
+        ->type_name("K=V");
+    create->add_flag("--no-env", c.no_env, "none of the operator's variables inside");
+    create->add_option("--idle", c.idle_minutes, "stop with memory after MIN idle minutes (0: never)")->type_name("MIN");
+    create->add_option("--ttl", c.ttl, "auto-stop after 90s, 30m, 2h30m, 7d (default 1h)")->type_name("DUR");
+    create->add_flag("--no-auto-stop", c.no_auto_stop, "no auto-stop deadline");
+    create->add_option("--idempotency-key", f.create.idempotency_key, "the same key and flags give the same sandbox");
+
+    auto* ls = app.add_subcommand("ls", "list sandboxes");
+    add_labels(ls, f, "only sandboxes with this label (repeatable)");
+    ls->add_option("--state", f.states, "only sandboxes in this state (repeatable, or a,b)");
+
+    auto* info = app.add_subcommand("info", "one sandbox");
+    info->add_option("id", f.id, "sandbox id")->required();
+
+    auto* exec = app.add_subcommand("exec", "run a command in a sandbox: sbx exec ID [flags] -- CMD...");
+    auto& e = f.exec;
+    exec->add_option("id", e.id, "sandbox id")->required();
+    exec->add_option("command", e.exec.command, "the command (words after -- are never read as sbx's flags)");
+    exec->add_flag("-d,--detach", e.exec.detach, "start it and print its process id");
+    exec->add_option("--status", e.status_process, "show a process's state and the end of its output")->type_name("PROC");
+    exec->add_option("--attach", e.attach_process, "follow a process's output to its exit")->type_name("PROC");
+    exec->add_option("--offset", e.offset, "with --attach: start at this byte of the output")->type_name("N");
+    exec->add_option("-e,--env", e.exec.env, "a variable for the command (repeatable; K alone: its value here)")
+        ->type_name("K=V");
+    exec->add_option("--cwd", e.exec.cwd, "working directory in the guest");
+    exec->add_option("--user", e.exec.user, "the user it runs as");
+    exec->add_option("--timeout", e.exec.timeout, "kill it after 30s, 5m, 500ms (exit 124)")->type_name("DUR");
+    exec->add_flag("-n,--no-stdin", e.no_stdin, "send no stdin even when ours is not a terminal");
+
+    auto* scp = app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");
+    scp->add_option("from", f.from, "source")->required();
+    scp->add_option("to", f.to, "destination")->required();
+
+    auto* stop = app.add_subcommand("stop", "stop a sandbox (with its memory unless --disk-only)");
+    stop->add_option("id", f.id, "sandbox id")->required();
+    stop->add_flag("--disk-only", f.disk_only, "keep only the disk; the next resume boots");
+
+    auto* resume = app.add_subcommand("resume", "resume a stopped sandbox");
+    resume->add_option("id", f.id, "sandbox id")->required();
+    resume->add_option("--type", f.size, "a new size (a cold boot)")->type_name("SIZE");
+
+    auto* fork = app.add_subcommand("fork", "new sandboxes from a running one");
+    fork->add_option("id", f.id, "sandbox id")->required();
+    fork->add_option("--count", f.count, "how many (1-16)")->type_name("N");
+    fork->add_flag("--disk-only", f.disk_only, "copies of the disk that boot fresh, not of the memory");
+    fork->add_option("--idempotency-key", f.idempotency_key, "the same key and flags give the same forks");
+
+    auto* snapshot = app.add_subcommand("snapshot", "named snapshots: snapshot ID NAME | snapshot ls | snapshot rm NAME");
+    snapshot->add_option("id", f.id, "the sandbox to snapshot");
+    snapshot->add_option("name", f.name, "the snapshot's name");
+    auto* snapshot_ls = snapshot->add_subcommand("ls", "list named snapshots");
+    auto* snapshot_rm = snapshot->add_subcommand("rm", "delete a named snapshot");
+    snapshot_rm->add_option("name", f.name, "snapshot name")->required();
+
+    auto* rm = app.add_subcommand("rm", "delete sandboxes: rm ID... or rm --label K=V");
+    rm->add_option("ids", f.ids, "sandbox ids");
+    add_labels(rm, f, "every sandbox with this label (repeatable)");
+    rm->add_flag("--dry-run", f.dry_run, "only say which sandboxes would go");
+
+    auto* history = app.add_subcommand("history", "the commands run in a sandbox");
+    history->add_option("id", f.id, "sandbox id")->required();
+
+    auto* events = app.add_subcommand("events", "the host's sandbox events");
+    events->add_option("--after", f.after, "only events after this id")->type_name("ID");
+    events->add_flag("-f,--follow", f.follow, "keep printing new events");
+
+    // Everything after the first `--` is exec's command, kept from CLI11,
+    // which would otherwise match its words against sbx's own subcommands.
+    std::vector<std::string> args(argv + 1, argv + argc), after_dashes;
+    if (auto dashes = std::find(args.begin(), args.end(), "--"); dashes != args.end()) {
+        after_dashes.assign(dashes + 1, args.end());
+        args.erase(dashes, args.end());
+    }
+    std::reverse(args.begin(), args.end());
+    try {
+        app.parse(args);
+    } catch (const CLI::ParseError& error) {
+        if (error.get_exit_code() == 0) {
+            return app.exit(error);
+        }
+        return out.fail(make_coded_error("usage", "{} (sbx --help)", error.what()));
+    }
+    if (*snapshot && !*snapshot_ls && !*snapshot_rm && (f.id.empty() || f.name.empty())) {
+        return out.fail(make_coded_error("usage", "snapshot: want ID NAME, ls, or rm NAME"));
+    }
+    if (*exec && !e.status_process.empty() + !e.attach_process.empty() + e.exec.detach > 1) {
+        return out.fail(make_coded_error("usage", "exec: --detach, --status and --attach exclude each other"));
+    }
+    e.raw_events = f.json;
+    if (!after_dashes.empty() && !*exec) {
+        return out.fail(make_coded_error("usage", "only exec takes -- CMD..."));
+    }
+    e.exec.command.insert(e.exec.command.end(), after_dashes.begin(), after_dashes.end());
+
+    auto host = parse_host_address(env_or("SBX_HOST", kDefaultHost));
+    if (!host) {
+        return out.fail(host.error());
+    }
+    Context ctx{HttpClient(*host, env_or("SBX_API_KEY", "")), out};
+
+    if (*create) return run_new(ctx, f.create);
+    if (*ls) return run_ls(ctx, f.labels, f.states);
+    if (*info) return run_info(ctx, f.id);
+    if (*exec) return run_exec(ctx, f.exec);
+    if (*scp) return run_scp(ctx, f.from, f.to);
+    if (*stop) return run_stop(ctx, f.id, f.disk_only);
+    if (*resume) return run_resume(ctx, f.id, f.size);
+    if (*fork) return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
+    if (*snapshot_ls) return run_snapshot_ls(ctx);
+    if (*snapshot_rm) return run_snapshot_rm(ctx, f.name);
+    if (*snapshot) return run_snapshot_create(ctx, f.id, f.name);
+    if (*rm) return run_rm(ctx, f.ids, f.labels, f.dry_run);
+    if (*history) return run_history(ctx, f.id);
+    if (*events) return run_events(ctx, f.after, f.follow);
+    return kExitUsage;
+}

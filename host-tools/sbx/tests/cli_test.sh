@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# sbx against the real built sbxd, on a Unix socket and a TCP port in a
+# temporary directory: JSON when piped, the error event and exit codes
+# (docs/sbx.md), SBX_HOST over TCP without and with a key, an unreachable
+# daemon. This sbxd answers sandbox-changing routes with 501 and has no
+# exec routes yet, so these are the answers checked.
+# Needs no guest (suite unit). Usage: cli_test.sh BUILD_ROOT
+set -euo pipefail
+build=$1
+sbxd=$build/host-tools/sbxd/sbxd
+sbx=$build/host-tools/sbx/sbx
+command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+
+tmp=$(mktemp -d /tmp/sbx-cli-XXXXXX)
+pid=
+cleanup() {
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+sock=$tmp/sbxd.sock
+state=$tmp/state
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+"$sbxd" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$tmp/sbxd.log" &
+pid=$!
+for _ in $(seq 100); do
+    if grep -q 'listening on tcp:' "$tmp/sbxd.log"; then break; fi
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/sbxd.log" >&2; echo "sbxd exited at start" >&2; exit 1; }
+    sleep 0.1
+done
+port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$tmp/sbxd.log" | tail -1 | sed 's/.*://') || true
+[ -n "$port" ] || { cat "$tmp/sbxd.log" >&2; echo "sbxd did not listen" >&2; exit 1; }
+
+# run NAME WANT-EXIT sbx-args...: stdout in $tmp/NAME.out, stderr .err.
+# stdout is a file here, so sbx speaks JSON.
+run() {
+    local name=$1 want=$2 got=0
+    shift 2
+    SBX_HOST=${SBX_HOST:-unix:$sock} "$sbx" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null || got=$?
+    [ "$got" = "$want" ] || fail "$name: sbx $* exited $got, want $want; stderr: $(cat "$tmp/$name.err")"
+}
+# check NAME STREAM PYTHON-EXPR: an expression over `lines` (the JSON
+# objects of $tmp/NAME.STREAM, one a line) and `last` (the last one).
+check() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$tmp/checks"; }
+check_all() {
+    python3 - "$tmp" <<'PY' || failures=$((failures + 1))
+import json, sys
+tmp = sys.argv[1]
+bad = 0
+for line in open(tmp + "/checks"):
+    name, stream, expr = line.rstrip("\n").split("\t", 2)
+    text = open(f"{tmp}/{name}.{stream}").read()
+    try:
+        lines = [json.loads(l) for l in text.splitlines()]
+        last = lines[-1]
+        good = eval(expr)
+    except Exception as e:
+        good = False
+        expr += f" ({e!r})"
+    if not good:
+        print(f"FAIL: {name}.{stream}: {expr}: {text!r}", file=sys.stderr)
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+}
+# The error event of docs/sbx.md, alone on stderr.
+error_is() {
+    check "$1" err "len(lines) == 1 and sorted(last) == ['code','message','requestId','status','type'] and last['type'] == 'error' and last['status'] == $2 and last['code'] == '$3' and last['message'] != ''"
+}
+empty() { [ ! -s "$tmp/$1.$2" ] || fail "$1: $2 is not empty: $(cat "$tmp/$1.$2")"; }
+
+run ls 0 ls
+check ls out "lines == [{'type': 'sandboxes', 'sandboxes': []}]"
+empty ls err
+run ls_sel 0 ls --label owner=alice --label run=42 --state running,stopped --state paused
+check ls_sel out "last == {'type': 'sandboxes', 'sandboxes': []}"
+run ls_bad_state 1 ls --state asleep
+error_is ls_bad_state 400 invalid_argument
+check ls_bad_state err "last['requestId'].startswith('req_')"
+
+run new 1 new --size small --label owner=alice -e FOO=bar --ttl 2h --idle 15 --idempotency-key k1
+error_is new 501 not_implemented
+check new out "lines == [{'type': 'creating', 'request': {'size': 'small', 'labels': {'owner': 'alice'}, 'env': {'FOO': 'bar'}, 'idleMinutes': 15, 'ttl': '2h'}}]"
+run new_bad_size 1 new --size huge
+error_is new_bad_size 400 invalid_argument
+run new_ttl_and_never 2 new --ttl 1h --no-auto-stop
+error_is new_ttl_and_never None usage
+
+run info_missing 1 info sbx_missing
+error_is info_missing 404 not_found
+empty info_missing out
+run stop_missing 1 stop sbx_missing --disk-only
+error_is stop_missing 404 not_found
+run resume_missing 1 resume sbx_missing --type large
+error_is resume_missing 404 not_found
+run fork_missing 1 fork sbx_missing --count 3
+error_is fork_missing 404 not_found
+run history_missing 1 history sbx_missing
+error_is history_missing 404 not_found
+run snapshot_missing 1 snapshot sbx_missing py-ready
+error_is snapshot_missing 404 not_found
+run snapshot_ls 0 snapshot ls
+check snapshot_ls out "lines == [{'type': 'snapshots', 'snapshots': []}]"
+run events 0 events --after 0
+check events out "lines == [{'type': 'events', 'events': []}]"
+run rm_missing 1 rm sbx_missing
+error_is rm_missing 404 not_found
+check rm_missing out "last == {'type': 'deleted', 'dryRun': False, 'deleted': []}"
+run rm_label_dry 0 rm --label owner=nobody --dry-run
+check rm_label_dry out "last == {'type': 'deleted', 'dryRun': True, 'deleted': []}"
+# This sbxd has no exec routes: a command never ran, so sbx's own 125.
+run exec_missing 125 exec sbx_missing -- echo hi
+error_is exec_missing 404 not_found
+run exec_status_missing 1 exec sbx_missing --status proc_1
+error_is exec_status_missing 404 not_found
+
+# Usage: exit 2 and the error event, before anything is sent.
+run bad_flag 2 ls --bogus
+error_is bad_flag None usage
+run no_command 2
+error_is no_command None usage
+run exec_no_cmd 2 exec sbx_1
+error_is exec_no_cmd None usage
+run exec_two_modes 2 exec sbx_1 --detach --status proc_1
+error_is exec_two_modes None usage
+run bad_label 2 new --label owner
+error_is bad_label None usage
+run scp_two_local 2 scp a b
+error_is scp_two_local None usage
+run scp_relative 2 scp a sbx_1:relative/path
+error_is scp_relative None usage
+run dashes_not_exec 2 ls -- x
+error_is dashes_not_exec None usage
+SBX_HOST=tcp:127.0.0.1:1 run bad_host 2 ls
+error_is bad_host None usage
+run help 0 --help
+grep -q 'exec' "$tmp/help.out" || fail "--help does not list exec"
+
+# TCP: 401 without a key (with a hint), the list with one.
+SBX_HOST=http://127.0.0.1:$port run tcp_nokey 1 ls
+error_is tcp_nokey 401 unauthorized
+check tcp_nokey err "'SBX_API_KEY' in last['message']"
+key=$("$sbxd" --state-dir "$state" keys create --name cli-test 2>/dev/null)
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=sbxk_$(printf '%064d' 0) run tcp_wrongkey 1 ls
+error_is tcp_wrongkey 401 unauthorized
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$key run tcp_key 0 ls
+check tcp_key out "lines == [{'type': 'sandboxes', 'sandboxes': []}]"
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$key run tcp_info 1 info sbx_missing
+error_is tcp_info 404 not_found
+
+# A terminal gets people's text, not JSON (script(1) gives sbx a tty).
+if command -v script >/dev/null; then
+    SBX_HOST=unix:$sock script -qec "$sbx info sbx_missing" /dev/null >"$tmp/tty.out" 2>&1 || true
+    grep -q '^sbx: .*(not_found, HTTP 404, req_' "$tmp/tty.out" || fail "tty error: $(cat "$tmp/tty.out")"
+    SBX_HOST=unix:$sock script -qec "$sbx --json info sbx_missing" /dev/null >"$tmp/tty_json.out" 2>&1 || true
+    grep -q '"code":"not_found"' "$tmp/tty_json.out" || fail "--json on a tty: $(cat "$tmp/tty_json.out")"
+fi
+
+# The daemon gone: exit 3 and a message naming where sbx looked.
+kill -TERM "$pid"
+wait "$pid" || true
+pid=
+run gone 3 ls
+error_is gone None unreachable
+check gone err "'unix:$sock' in last['message'] and 'sbxd running' in last['message']"
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$key run gone_tcp 3 info sbx_1
+error_is gone_tcp None unreachable
+run gone_exec 125 exec sbx_1 -- true
+error_is gone_exec None unreachable
+
+check_all
+if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed" >&2
+    exit 1
+fi
+echo "sbx cli: all checks passed"
