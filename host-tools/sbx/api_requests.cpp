@@ -9,7 +9,9 @@ namespace sbx::cli {
 
 namespace {
 
-Error usage(std::string message) { return Error{std::move(message), 0, "usage"}; }
+Error usage(std::string message) {
+    return Error{std::move(message), 0, "usage"};
+}
 
 // A whole decimal number followed by a unit from `units` (or none: the
 // first unit's scale). Units are matched case-insensitively.
@@ -69,7 +71,8 @@ Result<std::map<std::string, std::string>> parse_assignments(const std::vector<s
 }
 
 Result<std::map<std::string, std::string>> parse_env(
-    const std::vector<std::string>& items, const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+    const std::vector<std::string>& items,
+    const std::function<std::optional<std::string>(const std::string&)>& lookup) {
     std::vector<std::string> assignments;
     for (const auto& item : items) {
         if (item.find('=') != std::string::npos) {
@@ -205,7 +208,8 @@ std::string target(std::initializer_list<std::string_view> segments,
     return std::string(url.buffer());
 }
 
-Result<std::string> list_target(const std::vector<std::string>& labels, const std::vector<std::string>& states) {
+Result<std::string> list_target(const std::vector<std::string>& labels,
+                                const std::vector<std::string>& states) {
     std::vector<std::pair<std::string, std::string>> query;
     std::string joined;
     for (const auto& label : labels) {
@@ -239,7 +243,8 @@ Result<CopyEnd> parse_copy_end(std::string_view text) {
     }
     std::string_view path = text.substr(colon + 1);
     if (!path.starts_with('/')) {
-        return usage(fmt::format("scp '{}': the sandbox's path must be absolute (ID:/path)", std::string(text)));
+        return usage(
+            fmt::format("scp '{}': the sandbox's path must be absolute (ID:/path)", std::string(text)));
     }
     return CopyEnd{std::string(text.substr(0, colon)), std::string(path)};
 }

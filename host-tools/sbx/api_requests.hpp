@@ -27,11 +27,12 @@ using Json = nlohmann::ordered_json;
 [[nodiscard]] Result<std::pair<std::string, std::string>> parse_assignment(std::string_view text,
                                                                            std::string_view what);
 // Repeated k=v flags as a map; a repeated key is an error.
-[[nodiscard]] Result<std::map<std::string, std::string>> parse_assignments(const std::vector<std::string>& items,
-                                                                           std::string_view what);
+[[nodiscard]] Result<std::map<std::string, std::string>> parse_assignments(
+    const std::vector<std::string>& items, std::string_view what);
 // -e K=V, or -e K taking K's value from `lookup` (our environment).
 [[nodiscard]] Result<std::map<std::string, std::string>> parse_env(
-    const std::vector<std::string>& items, const std::function<std::optional<std::string>(const std::string&)>& lookup);
+    const std::vector<std::string>& items,
+    const std::function<std::optional<std::string>(const std::string&)>& lookup);
 
 // "500ms", "30s", "2m", "1h", or a bare number of seconds -> milliseconds.
 [[nodiscard]] Result<std::uint64_t> parse_timeout_ms(std::string_view text);
@@ -48,8 +49,9 @@ struct CreateOptions {
     bool no_env = false, no_auto_stop = false;
     std::optional<unsigned> idle_minutes;
 };
-[[nodiscard]] Result<Json> create_body(const CreateOptions& options,
-                                       const std::function<std::optional<std::string>(const std::string&)>& env_lookup);
+[[nodiscard]] Result<Json> create_body(
+    const CreateOptions& options,
+    const std::function<std::optional<std::string>(const std::string&)>& env_lookup);
 
 // `sbx exec` flags -> the exec body (/work/helpers/exec-api.md).
 struct ExecOptions {
@@ -59,8 +61,9 @@ struct ExecOptions {
     bool detach = false;
     std::optional<std::string> stdin_bytes;  // sent base64-encoded when set
 };
-[[nodiscard]] Result<Json> exec_body(const ExecOptions& options,
-                                     const std::function<std::optional<std::string>(const std::string&)>& env_lookup);
+[[nodiscard]] Result<Json> exec_body(
+    const ExecOptions& options,
+    const std::function<std::optional<std::string>(const std::string&)>& env_lookup);
 
 // Targets. Every path segment and query value is percent-encoded.
 [[nodiscard]] std::string target(std::initializer_list<std::string_view> segments,

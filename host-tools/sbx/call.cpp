@@ -22,8 +22,9 @@ Outcome call(const Context& ctx, const HttpRequest& request) {
     }
     Json body = Json::parse(reply->body, nullptr, false);
     if (!body.is_object()) {
-        Failure failure = failure_of(make_coded_error("bad_response", "sbxd answered {} {} with a body that is not a JSON object",
-                                                      request.method, request.target));
+        Failure failure = failure_of(
+            make_coded_error("bad_response", "sbxd answered {} {} with a body that is not a JSON object",
+                             request.method, request.target));
         failure.status = reply->status;
         failure.request_id = reply->request_id;
         return failure;
@@ -31,12 +32,16 @@ Outcome call(const Context& ctx, const HttpRequest& request) {
     return body;
 }
 
-HttpRequest get(std::string target) { return HttpRequest{"GET", std::move(target), {}, {}}; }
+HttpRequest get(std::string target) {
+    return HttpRequest{"GET", std::move(target), {}, {}};
+}
 
 HttpRequest post(std::string target, const Json& body) {
     return HttpRequest{"POST", std::move(target), body.dump(), {{"Content-Type", "application/json"}}};
 }
 
-HttpRequest del(std::string target) { return HttpRequest{"DELETE", std::move(target), {}, {}}; }
+HttpRequest del(std::string target) {
+    return HttpRequest{"DELETE", std::move(target), {}, {}};
+}
 
 }  // namespace sbx::cli

@@ -22,7 +22,7 @@ struct Context {
 // The JSON body of a 2xx reply, or why there is none.
 class Outcome {
 public:
-    Outcome(Json body) : body_(std::move(body)) {}       // NOLINT(google-explicit-constructor)
+    Outcome(Json body) : body_(std::move(body)) {}              // NOLINT(google-explicit-constructor)
     Outcome(Failure failure) : failure_(std::move(failure)) {}  // NOLINT(google-explicit-constructor)
     [[nodiscard]] bool ok() const { return !failure_; }
     [[nodiscard]] const Json& body() const { return body_; }
@@ -49,7 +49,8 @@ struct NewCommand {
     std::string idempotency_key;
 };
 int run_new(const Context& ctx, const NewCommand& command);
-int run_ls(const Context& ctx, const std::vector<std::string>& labels, const std::vector<std::string>& states);
+int run_ls(const Context& ctx, const std::vector<std::string>& labels,
+           const std::vector<std::string>& states);
 int run_info(const Context& ctx, const std::string& id);
 int run_stop(const Context& ctx, const std::string& id, bool disk_only);
 int run_resume(const Context& ctx, const std::string& id, const std::string& size);

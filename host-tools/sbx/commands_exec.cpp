@@ -56,8 +56,9 @@ Result<std::optional<std::string>> read_stdin(bool skip) {
         }
         all.append(chunk.data(), static_cast<std::size_t>(n));
         if (all.size() > kMaxStdinBytes) {
-            return make_coded_error("local", "stdin is over {} KiB; copy larger input in with sbx scp, or pass --no-stdin",
-                                    kMaxStdinBytes / 1024);
+            return make_coded_error(
+                "local", "stdin is over {} KiB; copy larger input in with sbx scp, or pass --no-stdin",
+                kMaxStdinBytes / 1024);
         }
     }
     return all.empty() ? std::optional<std::string>() : std::optional<std::string>(std::move(all));
@@ -110,8 +111,9 @@ int run_attached(const Context& ctx, const ExecCommand& command, const Json& bod
             return own_failure(ctx, failure_of(got.error()));
         }
         if (*got == 0) {
-            return own_failure(ctx, failure_of(make_coded_error(
-                                        "connection_lost", "the exec stream ended before the command's exit")));
+            return own_failure(
+                ctx, failure_of(make_coded_error("connection_lost",
+                                                 "the exec stream ended before the command's exit")));
         }
         for (const auto& line : lines.feed({chunk.data(), *got})) {
             Json event = Json::parse(line, nullptr, false);
@@ -138,8 +140,9 @@ int run_attached(const Context& ctx, const ExecCommand& command, const Json& bod
                 failure.request_id = stream->header("X-Request-Id");
                 return own_failure(ctx, failure);
             } else if (type.empty()) {
-                return own_failure(ctx, failure_of(make_coded_error("bad_response", "an exec event that is not JSON: {}",
-                                                                    line.substr(0, 200))));
+                return own_failure(
+                    ctx, failure_of(make_coded_error("bad_response", "an exec event that is not JSON: {}",
+                                                     line.substr(0, 200))));
             }
         }
     }
@@ -160,7 +163,8 @@ int run_detached(const Context& ctx, const ExecCommand& command, const Json& bod
 }
 
 int run_status(const Context& ctx, const ExecCommand& command) {
-    Outcome reply = call(ctx, get(target({"v1", "sandboxes", command.id, "processes", command.status_process})));
+    Outcome reply =
+        call(ctx, get(target({"v1", "sandboxes", command.id, "processes", command.status_process})));
     if (!reply.ok()) {
         return ctx.out.fail(reply.failure());
     }
@@ -172,10 +176,11 @@ int run_status(const Context& ctx, const ExecCommand& command) {
     std::string state = "running";
     if (!process.value("running", false)) {
         state = process.value("signal", Json()).is_number() ? "killed by signal " + cell(process, "signal")
-                                                             : "exited " + cell(process, "exitCode");
+                                                            : "exited " + cell(process, "exitCode");
     }
-    ctx.out.text(fmt::format("{}  pid {}  {}  {} output bytes  {}\n", cell(process, "id"), cell(process, "pid"),
-                             state, cell(process, "outputBytes"), shell_words(process.value("command", Json()))));
+    ctx.out.text(fmt::format("{}  pid {}  {}  {} output bytes  {}\n", cell(process, "id"),
+                             cell(process, "pid"), state, cell(process, "outputBytes"),
+                             shell_words(process.value("command", Json()))));
     auto tail = base64_decode(process.value("tail", ""));
     if (tail && !tail->empty()) {
         ctx.out.note("--- the end of its output ---");
@@ -201,9 +206,11 @@ int run_attach(const Context& ctx, const ExecCommand& command) {
         auto got = stream->read(chunk);
         if (!got || *got == 0) {
             // Whatever broke, the offset says where a reattach carries on.
-            Failure failure = got ? failure_of(make_coded_error("connection_lost", "the output stream ended early"))
-                                  : failure_of(got.error());
-            failure.message += fmt::format("; reattach with --attach {} --offset {}", command.attach_process, offset);
+            Failure failure =
+                got ? failure_of(make_coded_error("connection_lost", "the output stream ended early"))
+                    : failure_of(got.error());
+            failure.message +=
+                fmt::format("; reattach with --attach {} --offset {}", command.attach_process, offset);
             return own_failure(ctx, failure);
         }
         for (const auto& event : sse.feed({chunk.data(), *got})) {

@@ -20,7 +20,8 @@ namespace {
 // "12.5 MiB / 100.0 MiB  12%" on stderr, redrawn in place on a terminal.
 class Progress {
 public:
-    Progress(bool shown, std::uint64_t total) : shown_(shown && ::isatty(STDERR_FILENO) == 1), total_(total) {}
+    Progress(bool shown, std::uint64_t total)
+        : shown_(shown && ::isatty(STDERR_FILENO) == 1), total_(total) {}
     ~Progress() {
         if (drawn_) {
             std::fputc('\n', stderr);
@@ -67,7 +68,8 @@ void print_copied(const Context& ctx, const std::string& from, const std::string
     }
 }
 
-std::string files_target(const std::string& id, const std::string& path, std::vector<std::pair<std::string, std::string>> query = {}) {
+std::string files_target(const std::string& id, const std::string& path,
+                         std::vector<std::pair<std::string, std::string>> query = {}) {
     query.insert(query.begin(), {"path", path});
     return target({"v1", "sandboxes", id, "files"}, query);
 }
@@ -79,25 +81,31 @@ int upload(const Context& ctx, const std::string& local, const CopyEnd& remote) 
         return ctx.out.fail(local_failure(sys_error("opening {}", local)));
     }
     if (!S_ISREG(st.st_mode)) {
-        return ctx.out.fail(local_failure(make_error("{} is not a regular file (directories are not copied yet)", local)));
+        return ctx.out.fail(
+            local_failure(make_error("{} is not a regular file (directories are not copied yet)", local)));
     }
     // Into a directory: keep the file's name, as scp(1) does.
     std::string path = remote.path;
     if (!path.ends_with('/')) {
-        Outcome stat = call(ctx, get(target({"v1", "sandboxes", remote.sandbox, "files", "stat"}, {{"path", path}})));
+        Outcome stat =
+            call(ctx, get(target({"v1", "sandboxes", remote.sandbox, "files", "stat"}, {{"path", path}})));
         bool is_dir = stat.ok() && stat.body().value("stat", Json::object()).value("type", "") == "dir";
         path = copy_destination(local, path, is_dir);
     } else {
         path = copy_destination(local, path, true);
     }
-    HttpRequest request{"PUT", files_target(remote.sandbox, path, {{"mode", fmt::format("{:04o}", st.st_mode & 07777)}}), {},
-                        {{"Content-Type", "application/octet-stream"}}};
+    HttpRequest request{
+        "PUT",
+        files_target(remote.sandbox, path, {{"mode", fmt::format("{:04o}", st.st_mode & 07777)}}),
+        {},
+        {{"Content-Type", "application/octet-stream"}}};
     auto size = static_cast<std::uint64_t>(st.st_size);
     Progress progress(!ctx.out.json(), size);
-    auto stream = ctx.client.upload(request, fd.get(), size, [&](std::uint64_t sent) { progress.update(sent); });
+    auto stream =
+        ctx.client.upload(request, fd.get(), size, [&](std::uint64_t sent) { progress.update(sent); });
     if (!stream) {
         return ctx.out.fail(explained(ctx, stream.error().code == "local" ? local_failure(stream.error())
-                                                                           : failure_of(stream.error())));
+                                                                          : failure_of(stream.error())));
     }
     auto reply = stream->to_reply(1 << 20);
     if (!reply) {
@@ -200,7 +208,8 @@ int run_scp(const Context& ctx, const std::string& from, const std::string& to) 
         return ctx.out.fail(source ? dest.error() : source.error());
     }
     if (source->sandbox.empty() == dest->sandbox.empty()) {
-        return ctx.out.fail(make_coded_error("usage", "scp: one side is ID:/path in a sandbox, the other a local path"));
+        return ctx.out.fail(
+            make_coded_error("usage", "scp: one side is ID:/path in a sandbox, the other a local path"));
     }
     return source->sandbox.empty() ? upload(ctx, source->path, *dest) : download(ctx, *source, dest->path);
 }

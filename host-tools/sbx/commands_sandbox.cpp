@@ -15,7 +15,9 @@ std::int64_t elapsed_ms(Clock::time_point since) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
 
-std::string seconds(std::int64_t ms) { return fmt::format("{:.2f} s", static_cast<double>(ms) / 1000.0); }
+std::string seconds(std::int64_t ms) {
+    return fmt::format("{:.2f} s", static_cast<double>(ms) / 1000.0);
+}
 
 std::optional<std::string> from_environment(const std::string& name) {
     const char* value = std::getenv(name.c_str());
@@ -28,7 +30,8 @@ std::string sandbox_target(const std::string& id, std::string_view action = {}) 
 
 // "small, 2 vCPU, 4096 MiB" for people.
 std::string shape(const Json& sandbox) {
-    return fmt::format("{}, {} vCPU, {} MiB", cell(sandbox, "size"), cell(sandbox, "cpus"), cell(sandbox, "memoryMib"));
+    return fmt::format("{}, {} vCPU, {} MiB", cell(sandbox, "size"), cell(sandbox, "cpus"),
+                       cell(sandbox, "memoryMib"));
 }
 
 void print_warnings(const Context& ctx, const Json& body) {
@@ -80,7 +83,8 @@ int run_new(const Context& ctx, const NewCommand& command) {
     return kExitOk;
 }
 
-int run_ls(const Context& ctx, const std::vector<std::string>& labels, const std::vector<std::string>& states) {
+int run_ls(const Context& ctx, const std::vector<std::string>& labels,
+           const std::vector<std::string>& states) {
     auto list = list_target(labels, states);
     if (!list) {
         return ctx.out.fail(list.error());
@@ -123,7 +127,11 @@ int run_stop(const Context& ctx, const std::string& id, bool disk_only) {
     const Json sandbox = reply.body().value("sandbox", Json::object());
     std::int64_t ms = elapsed_ms(start);
     if (ctx.out.json()) {
-        ctx.out.event({{"type", "stopped"}, {"id", id}, {"memory", !disk_only}, {"elapsedMs", ms}, {"sandbox", sandbox}});
+        ctx.out.event({{"type", "stopped"},
+                       {"id", id},
+                       {"memory", !disk_only},
+                       {"elapsedMs", ms},
+                       {"sandbox", sandbox}});
     } else {
         ctx.out.text(fmt::format("{}  {}{}  in {}\n", id, cell(sandbox, "state"),
                                  disk_only ? " (disk only)" : " (with memory)", seconds(ms)));
@@ -180,11 +188,15 @@ int run_fork(const Context& ctx, const std::string& id, unsigned count, bool dis
     const Json children = reply.body().value("sandboxes", Json::array());
     std::int64_t ms = elapsed_ms(start);
     if (ctx.out.json()) {
-        ctx.out.event({{"type", "forked"}, {"parent", id}, {"memory", !disk_only}, {"elapsedMs", ms}, {"sandboxes", children}});
+        ctx.out.event({{"type", "forked"},
+                       {"parent", id},
+                       {"memory", !disk_only},
+                       {"elapsedMs", ms},
+                       {"sandboxes", children}});
     } else {
         ctx.out.text(sandbox_table(children));
-        ctx.out.note(fmt::format("{} {} fork(s) of {} in {}", children.size(), disk_only ? "disk" : "memory", id,
-                                 seconds(ms)));
+        ctx.out.note(fmt::format("{} {} fork(s) of {} in {}", children.size(), disk_only ? "disk" : "memory",
+                                 id, seconds(ms)));
     }
     return kExitOk;
 }
@@ -242,7 +254,8 @@ int run_history(const Context& ctx, const std::string& id) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& entry : history) {
-        rows.push_back({cell(entry, "startedAt"), cell(entry, "exitCode"), shell_words(entry.value("command", Json()))});
+        rows.push_back(
+            {cell(entry, "startedAt"), cell(entry, "exitCode"), shell_words(entry.value("command", Json()))});
     }
     ctx.out.text(format_table({"STARTED", "EXIT", "COMMAND"}, rows));
     return kExitOk;
@@ -306,8 +319,9 @@ int run_snapshot_ls(const Context& ctx) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& s : snapshots) {
-        rows.push_back({cell(s, "name"), cell(s, "sourceSandboxId"), s.value("hasMemory", false) ? "yes" : "no",
-                        cell(s, "from"), cell(s, "diskGib"), cell(s, "createdAt")});
+        rows.push_back({cell(s, "name"), cell(s, "sourceSandboxId"),
+                        s.value("hasMemory", false) ? "yes" : "no", cell(s, "from"), cell(s, "diskGib"),
+                        cell(s, "createdAt")});
     }
     ctx.out.text(format_table({"NAME", "SOURCE", "MEMORY", "FROM", "DISK GIB", "CREATED"}, rows));
     return kExitOk;

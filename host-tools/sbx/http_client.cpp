@@ -99,7 +99,9 @@ HttpStream::HttpStream(HttpStream&&) noexcept = default;
 HttpStream& HttpStream::operator=(HttpStream&&) noexcept = default;
 HttpStream::~HttpStream() = default;
 
-unsigned HttpStream::status() const { return impl_->parser.get().result_int(); }
+unsigned HttpStream::status() const {
+    return impl_->parser.get().result_int();
+}
 
 std::string HttpStream::header(std::string_view name) const {
     const auto& fields = impl_->parser.get();
@@ -174,7 +176,8 @@ Result<std::unique_ptr<HttpStream::Impl>> connect(const HostAddress& address) {
         impl->socket.connect(asio::local::stream_protocol::endpoint(address.path), ec);
     } else {
         asio::ip::tcp::resolver resolver(impl->io);
-        auto found = resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
+        auto found =
+            resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
         ec = ec ? ec : asio::error::host_not_found;
         for (const auto& entry : found) {
             beast::error_code closed;
@@ -186,7 +189,8 @@ Result<std::unique_ptr<HttpStream::Impl>> connect(const HostAddress& address) {
         }
     }
     if (ec) {
-        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(), ec.message());
+        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(),
+                                ec.message());
     }
     return impl;
 }
@@ -205,13 +209,16 @@ void set_fields(Message& message, const HostAddress& address, const std::string&
     message.keep_alive(false);
 }
 
-http::verb method_of(const std::string& method) { return http::string_to_verb(method); }
+http::verb method_of(const std::string& method) {
+    return http::string_to_verb(method);
+}
 
 Result<HttpStream> read_head(std::unique_ptr<HttpStream::Impl> impl) {
     beast::error_code ec;
     http::read_header(impl->socket, impl->buffer, impl->parser, ec);
     if (ec) {
-        if (ec == http::error::end_of_stream || ec == asio::error::connection_reset || ec == asio::error::eof) {
+        if (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
+            ec == asio::error::eof) {
             return lost("no reply from", ec);
         }
         return make_coded_error("bad_response", "reading the reply of sbxd: {}", ec.message());
@@ -263,7 +270,9 @@ Result<HttpStream> HttpClient::upload(const HttpRequest& request, int fd, std::u
     std::vector<char> chunk(256 * 1024);
     std::uint64_t sent = 0;
     while (!ec && sent < body_bytes) {
-        ssize_t n = ::read(fd, chunk.data(), static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), body_bytes - sent)));
+        ssize_t n =
+            ::read(fd, chunk.data(),
+                   static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), body_bytes - sent)));
         if (n < 0 && errno == EINTR) {
             continue;
         }

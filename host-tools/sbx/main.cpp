@@ -71,13 +71,17 @@ int main(int argc, char** argv) {
     create->add_option("--disk", c.disk, "root disk: GiB, or 20G");
     create->add_option("--from", c.from, "an image or named snapshot");
     create->add_option("--label", c.labels, "a label (repeatable)")->type_name("K=V");
-    create->add_option("-e,--env", c.env, "a variable in /etc/sandboxer/env (repeatable; K alone: its value here)")
+    create
+        ->add_option("-e,--env", c.env,
+                     "a variable in /etc/sandboxer/env (repeatable; K alone: its value here)")
         ->type_name("K=V");
     create->add_flag("--no-env", c.no_env, "none of the operator's variables inside");
-    create->add_option("--idle", c.idle_minutes, "stop with memory after MIN idle minutes (0: never)")->type_name("MIN");
+    create->add_option("--idle", c.idle_minutes, "stop with memory after MIN idle minutes (0: never)")
+        ->type_name("MIN");
     create->add_option("--ttl", c.ttl, "auto-stop after 90s, 30m, 2h30m, 7d (default 1h)")->type_name("DUR");
     create->add_flag("--no-auto-stop", c.no_auto_stop, "no auto-stop deadline");
-    create->add_option("--idempotency-key", f.create.idempotency_key, "the same key and flags give the same sandbox");
+    create->add_option("--idempotency-key", f.create.idempotency_key,
+                       "the same key and flags give the same sandbox");
 
     auto* ls = app.add_subcommand("ls", "list sandboxes");
     add_labels(ls, f, "only sandboxes with this label (repeatable)");
@@ -91,17 +95,22 @@ int main(int argc, char** argv) {
     exec->add_option("id", e.id, "sandbox id")->required();
     exec->add_option("command", e.exec.command, "the command (words after -- are never read as sbx's flags)");
     exec->add_flag("-d,--detach", e.exec.detach, "start it and print its process id");
-    exec->add_option("--status", e.status_process, "show a process's state and the end of its output")->type_name("PROC");
-    exec->add_option("--attach", e.attach_process, "follow a process's output to its exit")->type_name("PROC");
+    exec->add_option("--status", e.status_process, "show a process's state and the end of its output")
+        ->type_name("PROC");
+    exec->add_option("--attach", e.attach_process, "follow a process's output to its exit")
+        ->type_name("PROC");
     exec->add_option("--offset", e.offset, "with --attach: start at this byte of the output")->type_name("N");
-    exec->add_option("-e,--env", e.exec.env, "a variable for the command (repeatable; K alone: its value here)")
+    exec->add_option("-e,--env", e.exec.env,
+                     "a variable for the command (repeatable; K alone: its value here)")
         ->type_name("K=V");
     exec->add_option("--cwd", e.exec.cwd, "working directory in the guest");
     exec->add_option("--user", e.exec.user, "the user it runs as");
-    exec->add_option("--timeout", e.exec.timeout, "kill it after 30s, 5m, 500ms (exit 124)")->type_name("DUR");
+    exec->add_option("--timeout", e.exec.timeout, "kill it after 30s, 5m, 500ms (exit 124)")
+        ->type_name("DUR");
     exec->add_flag("-n,--no-stdin", e.no_stdin, "send no stdin even when ours is not a terminal");
 
-    auto* scp = app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");
+    auto* scp =
+        app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");
     scp->add_option("from", f.from, "source")->required();
     scp->add_option("to", f.to, "destination")->required();
 
@@ -119,7 +128,8 @@ int main(int argc, char** argv) {
     fork->add_flag("--disk-only", f.disk_only, "copies of the disk that boot fresh, not of the memory");
     fork->add_option("--idempotency-key", f.idempotency_key, "the same key and flags give the same forks");
 
-    auto* snapshot = app.add_subcommand("snapshot", "named snapshots: snapshot ID NAME | snapshot ls | snapshot rm NAME");
+    auto* snapshot =
+        app.add_subcommand("snapshot", "named snapshots: snapshot ID NAME | snapshot ls | snapshot rm NAME");
     snapshot->add_option("id", f.id, "the sandbox to snapshot");
     snapshot->add_option("name", f.name, "the snapshot's name");
     auto* snapshot_ls = snapshot->add_subcommand("ls", "list named snapshots");
@@ -158,7 +168,8 @@ int main(int argc, char** argv) {
         return out.fail(make_coded_error("usage", "snapshot: want ID NAME, ls, or rm NAME"));
     }
     if (*exec && !e.status_process.empty() + !e.attach_process.empty() + e.exec.detach > 1) {
-        return out.fail(make_coded_error("usage", "exec: --detach, --status and --attach exclude each other"));
+        return out.fail(
+            make_coded_error("usage", "exec: --detach, --status and --attach exclude each other"));
     }
     e.raw_events = f.json;
     if (!after_dashes.empty() && !*exec) {
@@ -172,19 +183,33 @@ int main(int argc, char** argv) {
     }
     Context ctx{HttpClient(*host, env_or("SBX_API_KEY", "")), out};
 
-    if (*create) return run_new(ctx, f.create);
-    if (*ls) return run_ls(ctx, f.labels, f.states);
-    if (*info) return run_info(ctx, f.id);
-    if (*exec) return run_exec(ctx, f.exec);
-    if (*scp) return run_scp(ctx, f.from, f.to);
-    if (*stop) return run_stop(ctx, f.id, f.disk_only);
-    if (*resume) return run_resume(ctx, f.id, f.size);
-    if (*fork) return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
-    if (*snapshot_ls) return run_snapshot_ls(ctx);
-    if (*snapshot_rm) return run_snapshot_rm(ctx, f.name);
-    if (*snapshot) return run_snapshot_create(ctx, f.id, f.name);
-    if (*rm) return run_rm(ctx, f.ids, f.labels, f.dry_run);
-    if (*history) return run_history(ctx, f.id);
-    if (*events) return run_events(ctx, f.after, f.follow);
+    if (*create)
+        return run_new(ctx, f.create);
+    if (*ls)
+        return run_ls(ctx, f.labels, f.states);
+    if (*info)
+        return run_info(ctx, f.id);
+    if (*exec)
+        return run_exec(ctx, f.exec);
+    if (*scp)
+        return run_scp(ctx, f.from, f.to);
+    if (*stop)
+        return run_stop(ctx, f.id, f.disk_only);
+    if (*resume)
+        return run_resume(ctx, f.id, f.size);
+    if (*fork)
+        return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
+    if (*snapshot_ls)
+        return run_snapshot_ls(ctx);
+    if (*snapshot_rm)
+        return run_snapshot_rm(ctx, f.name);
+    if (*snapshot)
+        return run_snapshot_create(ctx, f.id, f.name);
+    if (*rm)
+        return run_rm(ctx, f.ids, f.labels, f.dry_run);
+    if (*history)
+        return run_history(ctx, f.id);
+    if (*events)
+        return run_events(ctx, f.after, f.follow);
     return kExitUsage;
 }

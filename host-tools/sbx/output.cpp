@@ -13,7 +13,8 @@ Failure failure_of(const Error& error) {
     failure.message = error.to_string();
     if (failure.code == "usage") {
         failure.exit_code = kExitUsage;
-    } else if (failure.code == "unreachable" || failure.code == "connection_lost" || failure.code == "bad_response") {
+    } else if (failure.code == "unreachable" || failure.code == "connection_lost" ||
+               failure.code == "bad_response") {
         failure.exit_code = kExitUnreachable;
     } else if (failure.code == "local") {
         failure.exit_code = kExitLocal;
@@ -27,7 +28,8 @@ Failure failure_of(const HttpReply& reply) {
     failure.request_id = reply.request_id;
     failure.retry_after = reply.retry_after;
     Json body = Json::parse(reply.body, nullptr, false);
-    if (body.is_object() && body.value("code", Json()).is_string() && body.value("message", Json()).is_string()) {
+    if (body.is_object() && body.value("code", Json()).is_string() &&
+        body.value("message", Json()).is_string()) {
         failure.code = body["code"].get<std::string>();
         failure.message = body["message"].get<std::string>();
         if (body.value("requestId", Json()).is_string()) {
@@ -37,8 +39,9 @@ Failure failure_of(const HttpReply& reply) {
     }
     failure.exit_code = kExitUnreachable;
     failure.code = "bad_response";
-    failure.message = fmt::format("HTTP {} without the API's error body ({} bytes of {})", reply.status,
-                                  reply.body.size(), reply.content_type.empty() ? "no type" : reply.content_type);
+    failure.message =
+        fmt::format("HTTP {} without the API's error body ({} bytes of {})", reply.status, reply.body.size(),
+                    reply.content_type.empty() ? "no type" : reply.content_type);
     return failure;
 }
 
@@ -92,9 +95,11 @@ int Output::fail(const Failure& failure) const {
     return failure.exit_code;
 }
 
-std::string format_table(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows) {
+std::string format_table(const std::vector<std::string>& headers,
+                         const std::vector<std::vector<std::string>>& rows) {
     auto flat = [](std::string text) {
-        std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\t' || c == '\r'; }, ' ');
+        std::replace_if(
+            text.begin(), text.end(), [](char c) { return c == '\n' || c == '\t' || c == '\r'; }, ' ');
         return text;
     };
     std::vector<std::size_t> widths(headers.size());
@@ -132,7 +137,8 @@ std::string format_labels(const Json& labels) {
     std::string out;
     if (labels.is_object()) {
         for (const auto& [key, value] : labels.items()) {
-            out += (out.empty() ? "" : ",") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+            out += (out.empty() ? "" : ",") + key + "=" +
+                   (value.is_string() ? value.get<std::string>() : value.dump());
         }
     }
     return out.empty() ? "-" : out;
@@ -153,9 +159,9 @@ std::string sandbox_table(const Json& sandboxes) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& sandbox : sandboxes) {
         std::string memory = cell(sandbox, "memoryMib");
-        rows.push_back({cell(sandbox, "id"), cell(sandbox, "state"), cell(sandbox, "size"), cell(sandbox, "cpus"),
-                        memory == "-" ? memory : memory + " MiB", format_labels(sandbox.value("labels", Json())),
-                        cell(sandbox, "lastActivityAt")});
+        rows.push_back({cell(sandbox, "id"), cell(sandbox, "state"), cell(sandbox, "size"),
+                        cell(sandbox, "cpus"), memory == "-" ? memory : memory + " MiB",
+                        format_labels(sandbox.value("labels", Json())), cell(sandbox, "lastActivityAt")});
     }
     return format_table({"ID", "STATE", "SIZE", "CPUS", "MEMORY", "LABELS", "LAST ACTIVITY"}, rows);
 }
@@ -169,7 +175,8 @@ std::string sandbox_details(const Json& sandbox) {
                 text = format_labels(value);
             } else if (value.is_array()) {
                 for (const auto& item : value) {
-                    text += (text.empty() ? "" : ",") + (item.is_string() ? item.get<std::string>() : item.dump());
+                    text += (text.empty() ? "" : ",") +
+                            (item.is_string() ? item.get<std::string>() : item.dump());
                 }
                 text = text.empty() ? "-" : text;
             } else {

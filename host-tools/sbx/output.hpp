@@ -27,8 +27,8 @@ inline constexpr int kExitUnreachable = 3;  // no connection to sbxd, or it brok
 inline constexpr int kExitLocal = 4;        // a local file could not be read or written
 // Commands that exit with a command's own status (exec, exec --attach)
 // use these for what is not the command's.
-inline constexpr int kExitTimedOut = 124;   // exec --timeout ran out (as timeout(1))
-inline constexpr int kExitOwnFailure = 125; // sbx itself failed (as docker run)
+inline constexpr int kExitTimedOut = 124;    // exec --timeout ran out (as timeout(1))
+inline constexpr int kExitOwnFailure = 125;  // sbx itself failed (as docker run)
 
 // Why a command failed: what the error event says, and how sbx exits.
 struct Failure {

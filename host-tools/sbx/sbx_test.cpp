@@ -41,8 +41,8 @@ TEST_CASE("SBX_HOST: unix:PATH and http://HOST:PORT") {
     REQUIRE(no_port);
     CHECK(no_port->port == "80");
 
-    for (const char* bad : {"unix:", "tcp:1.2.3.4:5", "http://", "http://h:99999", "http://h:x", "https://h:1",
-                            "http://[::1", "/run/sbxd.sock"}) {
+    for (const char* bad : {"unix:", "tcp:1.2.3.4:5", "http://", "http://h:99999", "http://h:x",
+                            "https://h:1", "http://[::1", "/run/sbxd.sock"}) {
         auto parsed = parse_host_address(bad);
         REQUIRE_MESSAGE(!parsed, bad);
         CHECK(parsed.error().code == "usage");
@@ -178,13 +178,15 @@ TEST_CASE("base64 both ways") {
         CHECK(base64_decode(base64_encode(text)).value() == text);
     }
     CHECK(base64_encode("hello") == "aGVsbG8=");
-    CHECK(!base64_decode("aGVsbG8"));     // not a multiple of 4
-    CHECK(!base64_decode("aGV*bG8="));    // not the alphabet
+    CHECK(!base64_decode("aGVsbG8"));       // not a multiple of 4
+    CHECK(!base64_decode("aGV*bG8="));      // not the alphabet
     CHECK(!base64_decode("aGVsbG8=aGVs"));  // data after padding
 }
 
 TEST_CASE("NDJSON: lines split across pieces of any size") {
-    std::string stream = "{\"type\":\"start\",\"pid\":1}\n{\"type\":\"stdout\",\"data\":\"aGk=\"}\r\n\n{\"type\":\"exit\",\"exitCode\":3}\n";
+    std::string stream =
+        "{\"type\":\"start\",\"pid\":1}\n{\"type\":\"stdout\",\"data\":\"aGk=\"}\r\n\n{\"type\":\"exit\","
+        "\"exitCode\":3}\n";
     for (std::size_t piece : {std::size_t{1}, std::size_t{2}, std::size_t{7}, stream.size()}) {
         LineSplitter lines;
         std::vector<std::string> got;
@@ -237,7 +239,8 @@ TEST_CASE("errors: the API's body, and failures without one") {
     HttpReply reply;
     reply.status = 404;
     reply.request_id = "req_header";
-    reply.body = R"({"ok":false,"status":404,"code":"not_found","message":"no sandbox sbx_missing","requestId":"req_1"})";
+    reply.body =
+        R"({"ok":false,"status":404,"code":"not_found","message":"no sandbox sbx_missing","requestId":"req_1"})";
     Failure failure = failure_of(reply);
     CHECK(failure.exit_code == kExitApiError);
     CHECK(error_event(failure) == Json{{"type", "error"},
@@ -264,14 +267,15 @@ TEST_CASE("errors: the API's body, and failures without one") {
 }
 
 TEST_CASE("tables") {
-    CHECK(format_table({"ID", "STATE", "LABELS"}, {{"sbx_1", "running", "a=b"}, {"sbx_long", "stopped\tx", "-"}}) ==
+    CHECK(format_table({"ID", "STATE", "LABELS"},
+                       {{"sbx_1", "running", "a=b"}, {"sbx_long", "stopped\tx", "-"}}) ==
           "ID        STATE      LABELS\n"
           "sbx_1     running    a=b\n"
           "sbx_long  stopped x  -\n");
     CHECK(format_table({"A", "B"}, {}) == "A  B\n");
     CHECK(format_labels(Json{{"owner", "alice"}, {"run", "42"}}) == "owner=alice,run=42");
     CHECK(format_labels(Json::object()) == "-");
-    Json sandbox = {{"id", "sbx_1"},   {"state", "running"}, {"size", "small"},        {"cpus", 2},
+    Json sandbox = {{"id", "sbx_1"},     {"state", "running"},     {"size", "small"},          {"cpus", 2},
                     {"memoryMib", 4096}, {"labels", {{"k", "v"}}}, {"lastActivityAt", nullptr}};
     CHECK(sandbox_table(Json::array({sandbox})) ==
           "ID     STATE    SIZE   CPUS  MEMORY    LABELS  LAST ACTIVITY\n"

@@ -26,8 +26,8 @@ private:
 
 struct SseEvent {
     std::string event = "message";  // the `event:` field, "message" when none
-    std::string data;                // `data:` lines joined by "\n"
-    std::optional<std::string> id;   // the `id:` field when this event had one
+    std::string data;               // `data:` lines joined by "\n"
+    std::optional<std::string> id;  // the `id:` field when this event had one
 };
 
 class SseParser {
