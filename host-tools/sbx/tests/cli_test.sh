@@ -158,6 +158,19 @@ if command -v script >/dev/null; then
     grep -q '"code":"not_found"' "$tmp/tty_json.out" || fail "--json on a tty: $(cat "$tmp/tty_json.out")"
 fi
 
+# Bash completion: commands, flags and values (ids come from `sbx ls`).
+complete_words() {
+    SBX_HOST=unix:$sock PATH=$build/host-tools/sbx:$PATH bash -c '
+        source "$1"; shift
+        COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _sbx; echo "${COMPREPLY[*]}"' _ \
+        "$(dirname "$0")/../sbx.bash-completion" "$@"
+}
+[ "$(complete_words sbx ne)" = new ] || fail "completion of 'ne': $(complete_words sbx ne)"
+[ "$(complete_words sbx new --si)" = --size ] || fail "completion of new --si"
+[ "$(complete_words sbx resume sbx_1 --type l)" = large ] || fail "completion of --type l"
+[ "$(complete_words sbx --json ls --st)" = --state ] || fail "completion of ls --st after --json"
+[ -z "$(complete_words sbx exec sbx_1 -- ne)" ] || fail "completion after -- is not ours"
+
 # The daemon gone: exit 3 and a message naming where sbx looked.
 kill -TERM "$pid"
 wait "$pid" || true
