@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 
 #include "host-tools/sbx/commands.hpp"
 #include "host-tools/sbx/stream_decoders.hpp"
@@ -189,6 +191,97 @@ int run_status(const Context& ctx, const ExecCommand& command) {
     return kExitOk;
 }
 
+// SIGINT/SIGTERM during --attach: say where the output was left, so a
+// reattach loses and repeats nothing (SSE ids are byte offsets). A signal
+// handler reaches only file-scope state: the offset, stored after each
+// write, and the text around it, fixed before the handler goes in.
+struct InterruptNote {
+    std::atomic<std::uint64_t> offset{0};
+    char before[512] = {};  // ... N
+    char after[512] = {};   // then this, then N again when `twice`, then `end`
+    char end[8] = {};
+    bool twice = false;
+};
+InterruptNote g_interrupt_note;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables): the handler's
+
+void write_offset(std::uint64_t value) {
+    char digits[24];
+    std::size_t n = sizeof digits;
+    do {
+        digits[--n] = static_cast<char>('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    (void)!::write(STDERR_FILENO, digits + n, sizeof digits - n);
+}
+
+extern "C" void on_attach_interrupt(int signal) {
+    const InterruptNote& note = g_interrupt_note;
+    std::uint64_t offset = note.offset.load();
+    (void)!::write(STDERR_FILENO, note.before, std::strlen(note.before));
+    write_offset(offset);
+    (void)!::write(STDERR_FILENO, note.after, std::strlen(note.after));
+    if (note.twice) {
+        write_offset(offset);
+    }
+    (void)!::write(STDERR_FILENO, note.end, std::strlen(note.end));
+    std::_Exit(128 + signal);
+}
+
+// Installs the handler for its lifetime.
+class InterruptReport {
+public:
+    InterruptReport(const Context& ctx, const ExecCommand& command) {
+        InterruptNote& note = g_interrupt_note;
+        note.offset = command.offset;
+        std::string before, after;
+        if (ctx.out.json()) {
+            before = "{\"type\":\"detached\",\"offset\":";
+            after = fmt::format(",\"id\":{},\"process\":{}", Json(command.id).dump(),
+                                Json(command.attach_process).dump());
+            std::strcpy(note.end, "}\n");
+            note.twice = false;
+        } else {
+            before = "\nsbx: stopped at offset ";
+            after = fmt::format("; go on with: sbx exec {} --attach {} --offset ", command.id,
+                                command.attach_process);
+            std::strcpy(note.end, "\n");
+            note.twice = true;
+        }
+        std::snprintf(note.before, sizeof note.before, "%s", before.c_str());
+        std::snprintf(note.after, sizeof note.after, "%s", after.c_str());
+        struct sigaction action {};
+        action.sa_handler = on_attach_interrupt;
+        ::sigemptyset(&action.sa_mask);
+        ::sigaction(SIGINT, &action, &old_int_);
+        ::sigaction(SIGTERM, &action, &old_term_);
+    }
+    ~InterruptReport() {
+        ::sigaction(SIGINT, &old_int_, nullptr);
+        ::sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    InterruptReport(const InterruptReport&) = delete;
+    InterruptReport& operator=(const InterruptReport&) = delete;
+
+    // Between hold() and reached(), output is being written: a signal
+    // waits until the offset says how far it got.
+    void hold() { ::pthread_sigmask(SIG_BLOCK, &signals_, nullptr); }
+    void reached(std::uint64_t offset) {
+        g_interrupt_note.offset = offset;
+        ::pthread_sigmask(SIG_UNBLOCK, &signals_, nullptr);
+    }
+
+private:
+    sigset_t signals_ = [] {
+        sigset_t set;
+        ::sigemptyset(&set);
+        ::sigaddset(&set, SIGINT);
+        ::sigaddset(&set, SIGTERM);
+        return set;
+    }();
+    struct sigaction old_int_ {};
+    struct sigaction old_term_ {};
+};
+
 int run_attach(const Context& ctx, const ExecCommand& command) {
     std::string path = target({"v1", "sandboxes", command.id, "processes", command.attach_process, "output"},
                               {{"offset", std::to_string(command.offset)}});
@@ -201,6 +294,7 @@ int run_attach(const Context& ctx, const ExecCommand& command) {
     }
     SseParser sse;
     std::uint64_t offset = command.offset;
+    InterruptReport interrupt(ctx, command);
     std::array<char, 65536> chunk;
     for (;;) {
         auto got = stream->read(chunk);
@@ -222,11 +316,13 @@ int run_attach(const Context& ctx, const ExecCommand& command) {
                 if (event.id) {
                     offset = std::strtoull(event.id->c_str(), nullptr, 10);
                 }
+                interrupt.hold();
                 if (command.raw_events) {
                     ctx.out.event({{"type", "output"}, {"offset", offset}, {"data", event.data}});
                 } else {
                     write_all(STDOUT_FILENO, *bytes);
                 }
+                interrupt.reached(offset);
             } else if (event.event == "exit") {
                 Json exit = Json::parse(event.data, nullptr, false);
                 if (command.raw_events) {

@@ -95,6 +95,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for at in range(offset, len(OUTPUT), 1000):
                 piece = OUTPUT[at:at + 1000]
                 self.chunk(b"id: %d\nevent: output\ndata: %s\n\n" % (at + len(piece), b64(piece).encode()))
+                if offset == 2:
+                    time.sleep(30)  # a slow process: the reader stops it (stream_test.sh)
             if query.get("cut") is None and offset != 1:
                 self.chunk(b'event: exit\ndata: {"exitCode":3,"signal":null}\n\n')
             else:

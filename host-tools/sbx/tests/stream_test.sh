@@ -70,6 +70,20 @@ cmp -s "$tmp/want_attach" "$tmp/attach.out" || fail "attach from 3000: $(wc -c <
 status attach_cut 125 "$sbx" exec sbx_fake --attach proc_1 --offset 1
 grep -q -- "--offset 10248" "$tmp/attach_cut.err" || fail "attach cut: $(cat "$tmp/attach_cut.err")"
 
+# Stopped while attached (SIGTERM; SIGINT the same): 128+N, and the
+# offset it reached, which is where it started plus what it wrote.
+"$sbx" exec sbx_fake --attach proc_1 --offset 2 >"$tmp/stopped.out" 2>"$tmp/stopped.err" &
+reader=$!
+for _ in $(seq 100); do [ -s "$tmp/stopped.out" ] && break; sleep 0.05; done
+sleep 0.2
+kill -TERM "$reader"
+got=0
+wait "$reader" || got=$?
+[ "$got" = 143 ] || fail "stopped attach exited $got, want 143"
+[ "$(wc -c <"$tmp/stopped.out")" = 1000 ] || fail "stopped attach wrote $(wc -c <"$tmp/stopped.out") bytes"
+grep -q '^{"type":"detached","offset":1002,"id":"sbx_fake","process":"proc_1"}$' "$tmp/stopped.err" ||
+    fail "stopped attach: $(cat "$tmp/stopped.err")"
+
 # scp: 24 MiB both ways; into a directory keeps the name.
 head -c $((24 * 1024 * 1024)) /dev/urandom >"$tmp/big.bin"
 chmod 0640 "$tmp/big.bin"
