@@ -30,6 +30,7 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
 namespace {
 
@@ -45,6 +46,8 @@ struct Options {
     std::string state_dir = "/var/lib/sandboxer";
     std::vector<std::string> listen;
     std::string images_dir;
+    std::string vmm_path;
+    unsigned boot_timeout_s = 600;
     std::string socket_group = "sandboxer";
     unsigned workers = 0;
     std::string key_name = "default";
@@ -91,6 +94,32 @@ std::string default_images_dir() {
     }
     const char* home = std::getenv("HOME");
     return std::string(home != nullptr ? home : "/root") + "/.cache/sandboxer";
+}
+
+// sbx-vmm: beside sbxd (an install), in the build tree sbxd was built in
+// (build/host-tools/sbxd/sbxd -> build/vmm/process/sbx-vmm), else on PATH.
+std::string default_vmm_path() {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        for (const auto& candidate : {self.parent_path() / "sbx-vmm",
+                                      self.parent_path().parent_path().parent_path() / "vmm/process/sbx-vmm"}) {
+            if (::access(candidate.c_str(), X_OK) == 0) {
+                return candidate.string();
+            }
+        }
+    }
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (!dirs.empty()) {
+        auto colon = dirs.find(':');
+        std::string candidate = std::string(dirs.substr(0, colon)) + "/sbx-vmm";
+        if (::access(candidate.c_str(), X_OK) == 0) {
+            return candidate;
+        }
+        dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    }
+    return "sbx-vmm";
 }
 
 int run_keys(Store& store, const std::string& command, const Options& options) {
@@ -169,10 +198,24 @@ int serve(Store& store, const Options& options) {
     const unsigned worker_count =
         options.workers != 0 ? options.workers : std::max(4U, std::thread::hardware_concurrency());
     asio::thread_pool workers(worker_count);
-    UnimplementedDriver driver;
-    DaemonInfo info{host_name(), kVersion,
-                    options.images_dir.empty() ? default_images_dir() : options.images_dir,
-                    api::detect_host_limits()};
+    const std::string images_dir = options.images_dir.empty() ? default_images_dir() : options.images_dir;
+    DaemonInfo info{host_name(), kVersion, images_dir, api::detect_host_limits()};
+    DriverConfig config{std::filesystem::absolute(options.state_dir).string(),
+                        options.vmm_path.empty() ? default_vmm_path() : options.vmm_path,
+                        std::filesystem::absolute(images_dir).string(), info.limits};
+    config.boot_timeout = std::chrono::seconds(options.boot_timeout_s);
+    config.restore_timeout = std::chrono::seconds(options.boot_timeout_s);
+    VmmDriver driver(store, config);
+    // Before the first request: every VMM an earlier sbxd left is adopted
+    // or accounted for.
+    auto adopted = driver.recover();
+    if (!adopted) {
+        log::error("recovering the sandboxes: {}", adopted.error().to_string());
+        return kExitStartFailed;
+    }
+    log::info("sbx-vmm {}, images {}; {} running VMM(s) adopted", config.vmm_program, config.images_dir,
+              *adopted);
+    driver.watch_vmms();
     ApiService service(store, driver, info);
     http::Server server(
         io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
@@ -228,6 +271,11 @@ int main(int argc, char** argv) {
         "--listen", options.listen,
         "unix:PATH (default unix:/run/sandboxer/sbxd.sock) or tcp:HOST:PORT (API keys required); repeatable");
     app.add_option("--images", options.images_dir, "the guest images (default: the images/build cache)");
+    app.add_option("--vmm", options.vmm_path,
+                   "the sbx-vmm binary (default: beside sbxd, in its build tree, else on PATH)");
+    app.add_option("--boot-timeout", options.boot_timeout_s,
+                   "seconds a boot or restore may take to agent-ready")
+        ->capture_default_str();
     app.add_option("--socket-group", options.socket_group, "group of the Unix socket (0660) when it exists")
         ->capture_default_str();
     app.add_option("--workers", options.workers,

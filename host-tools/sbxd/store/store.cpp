@@ -406,6 +406,21 @@ Result<void> Store::set_idle_minutes(const std::string& id, std::optional<int> m
     return update_one_locked("UPDATE sandboxes SET idle_minutes = ? WHERE id = ?", id, value);
 }
 
+Result<void> Store::set_shape(const std::string& id, const std::string& size, int cpus, int memory_mib) {
+    std::lock_guard lock(mutex_);
+    auto stmt = db_.prepare("UPDATE sandboxes SET size = ?, cpus = ?, memory_mib = ? WHERE id = ?");
+    if (!stmt) {
+        return stmt.error();
+    }
+    if (auto r = stmt->bind_all(std::string_view(size), std::int64_t{cpus}, std::int64_t{memory_mib}, std::string_view(id)).run(); !r) {
+        return r.error();
+    }
+    if (db_.changes() == 0) {
+        return not_found("sandbox", id);
+    }
+    return ok();
+}
+
 Result<void> Store::delete_sandbox(const std::string& id, UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);

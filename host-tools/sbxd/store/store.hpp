@@ -74,6 +74,9 @@ public:
     [[nodiscard]] Result<void> touch(const std::string& id, UnixMillis now);
     [[nodiscard]] Result<void> set_auto_stop(const std::string& id, std::optional<UnixMillis> deadline);
     [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes);
+    // A resume with another size (a cold boot): the new size name, vCPUs and memory.
+    [[nodiscard]] Result<void> set_shape(const std::string& id, const std::string& size, int cpus,
+                                         int memory_mib);
     // Removes the row with its idempotency keys, scoped API keys and exec
     // history (named snapshots stay); records a "deleted" event.
     [[nodiscard]] Result<void> delete_sandbox(const std::string& id, UnixMillis now);

@@ -29,7 +29,7 @@ start() {
     starts=$((starts + 1))
     local log=$tmp/log.$starts
     : >"$log"
-    "$sbxd" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$log" &
+    "$sbxd" --state-dir "$state" --images "$tmp/no-images" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$log" &
     pid=$!
     for _ in $(seq 100); do
         if grep -q 'listening on tcp:' "$log"; then break; fi
@@ -115,7 +115,9 @@ unix unknown_field -X POST --data '{"memoryMB":512}' http://sbxd/v1/sandboxes
 error_is unknown_field 400 invalid_argument
 json_check unknown_field "'memoryMB' in b['message']"
 unix create -X POST --data '{"size":"small","labels":{"owner":"alice"},"ttl":"2h"}' http://sbxd/v1/sandboxes
-error_is create 501 not_implemented
+# No image to boot: refused before a row or a folder is made.
+error_is create 404 not_found
+json_check create "'images/build' in b['message']"
 
 unix no_route http://sbxd/v1/nothing/here
 error_is no_route 404 not_found
@@ -135,7 +137,7 @@ error_is too_big_chunked 413 payload_too_large
 # A body just under the limit is read and judged on its content.
 { printf '{"size":"small"}'; head -c $((1024 * 1024 - 20)) /dev/zero | tr '\0' ' '; } >"$tmp/fits"
 unix fits -X POST --data-binary @"$tmp/fits" http://sbxd/v1/sandboxes
-error_is fits 501 not_implemented
+error_is fits 404 not_found
 
 # Keep-alive: two requests on one connection.
 curl -sv --unix-socket "$sock" http://sbxd/v1/health http://sbxd/v1/sandboxes -o /dev/null -o /dev/null 2>"$tmp/keepalive" || true

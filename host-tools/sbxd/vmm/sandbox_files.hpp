@@ -1,0 +1,56 @@
+// One folder per sandbox under the state directory (docs/sbxd.md,
+// "Sandbox folders"): its disk overlay, its memory snapshot while stopped
+// with memory, the guest console and the VMM's own log, the VMM's control
+// and vsock sockets, and vmm.json: what sbxd must know of its VMM beyond
+// the store's row (the agent's token, the vsock CID, and the VMM's pid and
+// start time from the moment it is spawned, before the row can say so).
+// The folder is sbx-vmm's --snapshot-dir.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/result.hpp"
+#include "host-tools/sbxd/store/records.hpp"
+
+namespace sbx::sbxd {
+
+// vmm.json.
+struct VmmFile {
+    std::string token;      // the token the guest's agent takes now
+    std::uint32_t cid = 0;  // the vsock CID of the running VMM (0: none)
+    VmmProcess process;     // pid 0: no VMM
+    bool operator==(const VmmFile&) const = default;
+};
+
+class SandboxFiles {
+public:
+    SandboxFiles(const std::string& state_dir, const std::string& sandbox_id);
+
+    [[nodiscard]] const std::string& dir() const { return dir_; }
+    [[nodiscard]] std::string disk() const { return dir_ + "/disk.qcow2"; }
+    [[nodiscard]] std::string memory() const { return dir_ + "/memory.snap"; }
+    [[nodiscard]] std::string console_log() const { return dir_ + "/console.log"; }
+    [[nodiscard]] std::string vmm_log() const { return dir_ + "/vmm.log"; }
+    [[nodiscard]] std::string control_socket() const { return dir_ + "/control.sock"; }
+    [[nodiscard]] std::string vsock_socket() const { return dir_ + "/vsock.sock"; }
+    [[nodiscard]] std::string vmm_file() const { return dir_ + "/vmm.json"; }
+
+    // Makes the folder (0700); an existing one is an error.
+    [[nodiscard]] Result<void> create() const;
+    // Removes the folder and everything in it; a missing one is fine.
+    [[nodiscard]] Result<void> remove() const;
+    [[nodiscard]] bool has_memory() const;
+
+    // vmm.json, written whole to a temporary name, fsynced and renamed (mode 0600).
+    [[nodiscard]] Result<void> write_vmm(const VmmFile& vmm) const;
+    [[nodiscard]] Result<VmmFile> read_vmm() const;
+
+private:
+    std::string dir_;
+};
+
+// The last lines of a log file, for error messages (empty if unreadable).
+[[nodiscard]] std::string log_tail(const std::string& path, std::size_t max_bytes = 1200);
+
+}  // namespace sbx::sbxd

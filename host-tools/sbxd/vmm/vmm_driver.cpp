@@ -1,0 +1,388 @@
+#include "host-tools/sbxd/vmm/vmm_driver.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "base/log.hpp"
+#include "devices/virtio/blk/qcow2/qcow2_create.hpp"
+#include "guest-agent/exec/exec_client.hpp"
+#include "guest-agent/identity/identity_client.hpp"
+#include "host-tools/sbxd/api/api_error.hpp"
+#include "host-tools/sbxd/crypto/random.hpp"
+#include "host-tools/sbxd/vmm/boot_images.hpp"
+#include "host-tools/sbxd/vmm/control_client.hpp"
+#include "host-tools/sbxd/vmm/vmm_launch.hpp"
+#include "host-tools/sbxd/vmm/vmm_process.hpp"
+
+namespace sbx::sbxd {
+
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+// An error for the API: the driver's code replaces whatever a lower layer
+// (the VMM, the agent, a file) said, which means nothing to a client.
+Error api_error(const Error& why, std::string_view code) {
+    return why.with_code(code);
+}
+
+std::uint64_t file_size(const std::string& path) {
+    struct stat st{};
+    return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
+}  // namespace
+
+Result<std::string> new_sandbox_id() {
+    auto hex = random_hex(8);
+    if (!hex) {
+        return hex.error();
+    }
+    return "sbx_" + *hex;
+}
+
+VmmDriver::VmmDriver(Store& store, DriverConfig config, Clock clock)
+    : store_(store), config_(std::move(config)), clock_(std::move(clock)) {}
+
+VmmDriver::~VmmDriver() {
+    if (watcher_.joinable()) {
+        watcher_.request_stop();
+        watcher_.join();
+    }
+}
+
+Result<VmmDriver::Operation> VmmDriver::begin(const std::string& id) {
+    std::shared_ptr<std::mutex> mutex;
+    {
+        std::lock_guard lock(locks_mutex_);
+        auto& slot = locks_[id];
+        if (!slot) {
+            slot = std::make_shared<std::mutex>();
+        }
+        mutex = slot;
+    }
+    if (!mutex->try_lock()) {
+        return make_coded_error(api::code::kInvalidState, "another operation on sandbox {} is in progress", id);
+    }
+    return Operation(std::move(mutex));
+}
+
+Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, const SandboxFiles& files) {
+    auto image = find_boot_image(config_.images_dir, sandbox.from);
+    if (!image) {
+        return image.error();
+    }
+    auto token = agent::random_token();
+    if (!token) {
+        return token.error();
+    }
+    auto cid = cids_.allocate();
+    if (!cid) {
+        return make_coded_error(api::code::kCapacityExceeded, "no free vsock CID");
+    }
+    // A cold boot starts from the disk; a memory snapshot of before is stale now.
+    ::unlink(files.memory().c_str());
+    LaunchSpec spec{config_.vmm_program, *cid, image->kernel, sandbox.cpus, sandbox.memory_mib, *token, {}};
+    auto process = launch_vmm(spec, files);
+    if (!process) {
+        cids_.release(*cid);
+        return process.error();
+    }
+    if (auto ready = wait_for_agent(*process, files, *token, config_.boot_timeout); !ready) {
+        kill_process_group(*process);
+        cids_.release(*cid);
+        return ready.error().context("cold boot");
+    }
+    return Started{*process, *cid, *token};
+}
+
+Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, const Restore& restore) {
+    auto token = agent::random_token();
+    if (!token) {
+        return token.error();
+    }
+    auto cid = cids_.allocate();
+    if (!cid) {
+        return make_coded_error(api::code::kCapacityExceeded, "no free vsock CID");
+    }
+    LaunchSpec spec{config_.vmm_program, *cid, {}, 0, 0, restore.saved_token, restore.snapshot};
+    auto process = launch_vmm(spec, files);
+    if (!process) {
+        cids_.release(*cid);
+        return process.error();
+    }
+    auto fail = [&](const Error& e) {
+        kill_process_group(*process);
+        cids_.release(*cid);
+        return e.context("restore");
+    };
+    if (auto ready = wait_for_agent(*process, files, restore.saved_token, config_.restore_timeout); !ready) {
+        return fail(ready.error());
+    }
+    // The saved guest still takes the token of before: a new one for this life.
+    if (auto renewed = renew_identity(files, restore.saved_token, *token, restore.generation); !renewed) {
+        return fail(renewed.error());
+    }
+    if (auto written = files.write_vmm(VmmFile{*token, *cid, *process}); !written) {
+        return fail(written.error());
+    }
+    return Started{*process, *cid, *token};
+}
+
+Result<SandboxRecord> VmmDriver::mark_running(const std::string& id, const Started& started) {
+    auto running = store_.change_state(id, StateChange{SandboxState::Running, clock_(), started.process});
+    if (!running) {
+        end_vmm(files(id), started.process, false);
+        return running.error();
+    }
+    return running;
+}
+
+void VmmDriver::end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful) {
+    auto vmm = files.read_vmm();
+    std::optional<VmmProcess> target = process;
+    if (!target && vmm && vmm->process.pid > 0) {
+        target = vmm->process;
+    }
+    if (target) {
+        if (graceful) {
+            stop_vmm(*target);
+        } else {
+            kill_process_group(*target);
+        }
+    }
+    if (vmm) {
+        if (vmm->cid != 0) {
+            cids_.release(vmm->cid);
+        }
+        vmm->cid = 0;
+        vmm->process = VmmProcess{};
+        (void)files.write_vmm(*vmm);  // keeps the token a saved guest still takes
+    }
+}
+
+Error VmmDriver::crash(const std::string& id, const Error& why, std::string_view code) {
+    log::warn("sandbox {}: {}", id, why.to_string());
+    end_vmm(files(id), std::nullopt, false);
+    if (auto crashed = store_.change_state(id, StateChange{SandboxState::Crashed, clock_(), std::nullopt});
+        !crashed) {
+        log::warn("sandbox {}: marking it crashed: {}", id, crashed.error().to_string());
+    }
+    return api_error(why, code);
+}
+
+Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
+    const std::string from = spec.request.from.value_or("default");
+    auto image = find_boot_image(config_.images_dir, from);
+    if (!image) {
+        return image.error();
+    }
+    auto id = new_sandbox_id();
+    if (!id) {
+        return id.error();
+    }
+    auto operation = begin(*id);
+    if (!operation) {
+        return operation.error();
+    }
+    const UnixMillis now = clock_();
+    SandboxRecord s;
+    s.id = *id;
+    s.name = *id;
+    s.state = SandboxState::Creating;
+    s.from = from;
+    s.size = spec.shape.size;
+    s.cpus = spec.shape.cpus;
+    s.memory_mib = spec.shape.memory_mib;
+    s.disk_gib = spec.shape.disk_gib;
+    s.labels = spec.request.labels;
+    s.env = spec.request.env;
+    s.no_env = spec.request.no_env;
+    s.created_at = now;
+    s.last_activity_at = now;
+    if (!spec.request.no_auto_stop) {
+        s.auto_stop_at = now + spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds) * 1000;
+    }
+    if (spec.request.idle_minutes && *spec.request.idle_minutes > 0) {
+        s.idle_minutes = spec.request.idle_minutes;
+    }
+    auto created = store_.create_sandbox(s, spec.claim);
+    if (!created || created->replayed) {
+        return created;
+    }
+    const SandboxFiles f = files(s.id);
+    if (auto made = f.create(); !made) {
+        return crash(s.id, made.error(), api::code::kInternal);
+    }
+    // The overlay is the sandbox's whole disk: never smaller than the image.
+    const std::uint64_t size = std::max(static_cast<std::uint64_t>(s.disk_gib) * kGiB, file_size(image->disk));
+    if (auto overlay = qcow2::create_overlay(f.disk(), image->disk, qcow2::BackingFormat::Raw, size); !overlay) {
+        return crash(s.id, overlay.error(), api::code::kInternal);
+    }
+    auto started = boot_cold(s, f);
+    if (!started) {
+        return crash(s.id, started.error(), api::code::kNoReadyMachine);
+    }
+    auto running = mark_running(s.id, *started);
+    if (!running) {
+        return running.error();
+    }
+    return CreateOutcome{*running, false};
+}
+
+Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequest& request) {
+    auto operation = begin(id);
+    if (!operation) {
+        return operation.error();
+    }
+    auto s = store_.get_sandbox(id);
+    if (!s) {
+        return s.error();
+    }
+    const SandboxFiles f = files(id);
+    if (s->state == SandboxState::Paused) {
+        if (!request.memory) {
+            ::unlink(f.memory().c_str());
+        }
+        return store_.change_state(id, StateChange{SandboxState::Stopped, clock_(), std::nullopt});
+    }
+    auto stopping = store_.change_state(id, StateChange{SandboxState::Stopping, clock_(), std::nullopt});
+    if (!stopping) {
+        return stopping.error();
+    }
+    const VmmProcess vmm = stopping->vmm.value_or(VmmProcess{});
+    ::unlink(f.memory().c_str());
+    if (request.memory) {
+        // Written to a temporary name and renamed by the VMM: memory.snap
+        // exists only complete.
+        auto saved = control_call(vmm.control_socket, {{"op", "snapshot"}, {"path", f.memory()}, {"mode", "raw"}},
+                                  kSnapshotTimeout);
+        if (!saved) {
+            ::unlink(f.memory().c_str());
+            return crash(id, saved.error().context("saving the memory"), api::code::kInternal);
+        }
+    } else if (auto vmm_file = f.read_vmm(); vmm_file) {
+        // Disk-only: what the guest's page cache holds reaches the disk first.
+        agent::AgentEndpoint endpoint{f.vsock_socket(), agent::kAgentPort, vmm_file->token};
+        auto client = agent::AgentClient::connect(endpoint);
+        auto synced = client ? agent::exec(*client, agent::ExecRequest{.argv = {"sync"}}) : client.error();
+        if (!synced) {
+            log::warn("sandbox {}: sync before a disk-only stop: {}", id, synced.error().to_string());
+        }
+    }
+    end_vmm(f, vmm, true);
+    return store_.change_state(id, StateChange{SandboxState::Stopped, clock_(), std::nullopt});
+}
+
+Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::ResumeRequest& request) {
+    auto operation = begin(id);
+    if (!operation) {
+        return operation.error();
+    }
+    auto s = store_.get_sandbox(id);
+    if (!s) {
+        return s.error();
+    }
+    SandboxRecord wanted = *s;
+    if (request.size) {
+        api::CreateRequest shape_request;
+        shape_request.size = request.size;
+        shape_request.disk_gib = s->disk_gib;
+        auto shape = api::resolve_shape(shape_request, config_.limits);
+        if (!shape) {
+            return shape.error();
+        }
+        wanted.size = shape->size;
+        wanted.cpus = shape->cpus;
+        wanted.memory_mib = shape->memory_mib;
+    }
+    const bool resized = wanted.cpus != s->cpus || wanted.memory_mib != s->memory_mib;
+    auto creating = store_.change_state(id, StateChange{SandboxState::Creating, clock_(), std::nullopt});
+    if (!creating) {
+        return creating.error();
+    }
+    const SandboxFiles f = files(id);
+    ResumeOutcome outcome;
+    Result<Started> started = make_error("not started");
+    if (!f.has_memory()) {
+        outcome.resume_reason = "no_memory_snapshot";
+    } else if (resized) {
+        outcome.resume_reason = "resized";
+    } else if (auto vmm_file = f.read_vmm(); !vmm_file) {
+        outcome.resume_reason = "restore_failed";
+        log::warn("sandbox {}: {}", id, vmm_file.error().to_string());
+    } else {
+        started = boot_restore(f, Restore{f.memory(), vmm_file->token, std::nullopt});
+        if (started) {
+            outcome.memory_restored = true;
+            // The VMM maps it copy-on-write and the disk moves on from here:
+            // never restore this memory again.
+            ::unlink(f.memory().c_str());
+        } else {
+            outcome.resume_reason = "restore_failed";
+            log::warn("sandbox {}: restore failed, booting from the disk: {}", id, started.error().to_string());
+        }
+    }
+    if (!outcome.memory_restored) {
+        if (resized) {
+            if (auto set = store_.set_shape(id, wanted.size, wanted.cpus, wanted.memory_mib); !set) {
+                return crash(id, set.error(), api::code::kInternal);
+            }
+        }
+        started = boot_cold(wanted, f);
+    }
+    if (!started) {
+        return crash(id, started.error(), api::code::kNoReadyMachine);
+    }
+    auto running = mark_running(id, *started);
+    if (!running) {
+        return running.error();
+    }
+    outcome.sandbox = *running;
+    return outcome;
+}
+
+Result<void> VmmDriver::remove(const std::string& id) {
+    auto operation = begin(id);
+    if (!operation) {
+        return operation.error();
+    }
+    auto deleting = store_.change_state(id, StateChange{SandboxState::Deleting, clock_(), std::nullopt});
+    if (!deleting) {
+        return deleting.error();
+    }
+    const SandboxFiles f = files(id);
+    end_vmm(f, std::nullopt, false);
+    if (auto removed = f.remove(); !removed) {
+        return api_error(removed.error(), api::code::kInternal);
+    }
+    if (auto gone = store_.delete_sandbox(id, clock_()); !gone) {
+        return gone.error();
+    }
+    collect_layers();
+    return ok();
+}
+
+Result<SnapshotRecord> VmmDriver::snapshot(const std::string&, const api::SnapshotRequest&) {
+    return make_coded_error(api::code::kNotImplemented, "named snapshots are not in this sbxd yet");
+}
+
+Result<AgentAddress> VmmDriver::agent(const std::string& id) {
+    auto s = store_.get_sandbox(id);
+    if (!s) {
+        return s.error();
+    }
+    if (s->state != SandboxState::Running) {
+        return make_coded_error(api::code::kInvalidState, "sandbox {} is {}, not running", id, to_string(s->state));
+    }
+    const SandboxFiles f = files(id);
+    auto vmm = f.read_vmm();
+    if (!vmm) {
+        return api_error(vmm.error(), api::code::kInternal);
+    }
+    return AgentAddress{f.vsock_socket(), vmm->token};
+}
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,134 @@
+// The VMM driver (docs/sbxd.md, "The VMM driver"): sbxd's SandboxDriver
+// that runs one sbx-vmm per sandbox. It never links VMM or device code: it
+// spawns sbx-vmm, drives it through its control socket and the guest
+// through the agent client library, and keeps each sandbox's files in its
+// folder (sandbox_files.hpp).
+//
+//   create   a qcow2 overlay on the image, a cold boot to agent-ready
+//   stop     a raw memory snapshot (memory) or nothing (disk-only), then
+//            the VMM ends
+//   resume   a copy-on-write restore of that snapshot and a new token, or
+//            a cold boot from the disk, saying why
+//   fork     the parent's disk frozen into a shared layer, new overlays on
+//            it for the parent and each child; with memory, every one of
+//            them restored from one snapshot of the parent, each child with
+//            a fresh identity
+//
+// One operation runs per sandbox at a time; another on the same sandbox
+// meanwhile is invalid_state. A failed start kills its VMM and leaves the
+// sandbox crashed with its disk. VMMs outlive sbxd; at start recover()
+// adopts them or accounts for them.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/vmm/cid_allocator.hpp"
+#include "host-tools/sbxd/vmm/sandbox_files.hpp"
+
+namespace sbx::sbxd {
+
+struct DriverConfig {
+    std::string state_dir;
+    std::string vmm_program;  // sbx-vmm
+    std::string images_dir;   // the images/build cache
+    api::HostLimits limits;
+    // Guests in the nested test harness boot 10-50x slower than on hardware.
+    std::chrono::milliseconds boot_timeout{600'000};
+    std::chrono::milliseconds restore_timeout{300'000};
+};
+
+class VmmDriver final : public SandboxDriver {
+public:
+    VmmDriver(Store& store, DriverConfig config, Clock clock = system_now);
+    ~VmmDriver() override;  // the VMMs run on
+    VmmDriver(const VmmDriver&) = delete;
+    VmmDriver& operator=(const VmmDriver&) = delete;
+
+    // At start, before serving: every sandbox in a state with a VMM is
+    // adopted (same pid and start time, its control socket answers) or
+    // accounted for: a VMM gone while running is crashed (disk kept), a
+    // stop that saved its memory is finished, a create never finished is
+    // rolled back (VMM killed, folder and row removed). Returns how many
+    // VMMs were adopted.
+    [[nodiscard]] Result<int> recover();
+    // Starts a thread that marks crashed every running sandbox whose VMM
+    // has ended (and reaps it), every `period`.
+    void watch_vmms(std::chrono::milliseconds period = std::chrono::seconds(2));
+    // One pass of that check.
+    void check_vmms();
+
+    Result<CreateOutcome> create(const CreateSpec& spec) override;
+    Result<SandboxRecord> stop(const std::string& id, const api::StopRequest& request) override;
+    Result<ResumeOutcome> resume(const std::string& id, const api::ResumeRequest& request) override;
+    Result<std::vector<SandboxRecord>> fork(const std::string& id, const api::ForkRequest& request,
+                                            const std::optional<IdempotencyClaim>& claim) override;
+    Result<void> remove(const std::string& id) override;
+    Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override;
+    Result<AgentAddress> agent(const std::string& id) override;
+
+private:
+    // Holds one sandbox's operation lock.
+    class Operation {
+    public:
+        Operation() = default;
+        explicit Operation(std::shared_ptr<std::mutex> m) : mutex_(std::move(m)) {}
+        Operation(Operation&&) noexcept = default;
+        Operation& operator=(Operation&&) noexcept = default;
+        ~Operation() {
+            if (mutex_) {
+                mutex_->unlock();
+            }
+        }
+
+    private:
+        std::shared_ptr<std::mutex> mutex_;
+    };
+    // A running VMM with its agent answering.
+    struct Started {
+        VmmProcess process;
+        std::uint32_t cid = 0;
+        std::string token;
+    };
+    struct Restore {
+        std::string snapshot;
+        std::string saved_token;                 // the token of the guest in the snapshot
+        std::optional<std::uint64_t> generation;  // a fork: a fresh RNG seed too
+    };
+
+    [[nodiscard]] Result<Operation> begin(const std::string& id);
+    [[nodiscard]] SandboxFiles files(const std::string& id) const { return {config_.state_dir, id}; }
+    [[nodiscard]] std::string layers_dir() const { return config_.state_dir + "/layers"; }
+    [[nodiscard]] Result<Started> boot_cold(const SandboxRecord& sandbox, const SandboxFiles& files);
+    [[nodiscard]] Result<Started> boot_restore(const SandboxFiles& files, const Restore& restore);
+    [[nodiscard]] Result<SandboxRecord> mark_running(const std::string& id, const Started& started);
+    // Ends the sandbox's VMM (if any), frees its CID, marks it crashed and
+    // returns `why` with the API code `code`.
+    Error crash(const std::string& id, const Error& why, std::string_view code);
+    void end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful);
+    [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
+    [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
+    [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(const SandboxRecord& parent,
+                                                                 const api::ForkRequest& request);
+    void collect_layers();
+
+    Store& store_;
+    DriverConfig config_;
+    Clock clock_;
+    CidAllocator cids_;
+    std::mutex locks_mutex_;
+    std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+    std::jthread watcher_;
+};
+
+// A fresh sandbox id: "sbx_" and 16 random hex digits.
+[[nodiscard]] Result<std::string> new_sandbox_id();
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,307 @@
+// The VMM driver without a guest: sandbox folders, images, CIDs, and the
+// driver itself with stand-ins for sbx-vmm that never bring up an agent
+// (a boot that fails must leave a crashed sandbox and no process), and
+// recover() over rows an earlier sbxd left.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "host-tools/sbxd/sandbox/process_identity.hpp"
+#include "host-tools/sbxd/vmm/boot_images.hpp"
+#include "host-tools/sbxd/vmm/cid_allocator.hpp"
+#include "host-tools/sbxd/vmm/vmm_driver.hpp"
+#include "host-tools/sbxd/vmm/vmm_launch.hpp"
+#include "host-tools/sbxd/vmm/vmm_process.hpp"
+
+using namespace sbx;
+using namespace sbx::sbxd;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        std::string templ = "/tmp/sbxd-driver-test.XXXXXX";
+        REQUIRE(::mkdtemp(templ.data()) != nullptr);
+        path = templ;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write_file(const std::string& path, const std::string& text, unsigned mode = 0644) {
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+    ::chmod(path.c_str(), mode);
+}
+
+// An images/build cache with one kernel and one root disk.
+void make_images(const std::string& dir) {
+    write_file(dir + "/kernel/aaaa/vmlinux", "kernel");
+    write_file(dir + "/kernel/aaaa/.complete", "");
+    write_file(dir + "/rootfs/bbbb/rootfs.ext4", std::string(1 << 20, '\0'));
+    write_file(dir + "/rootfs/bbbb/.complete", "");
+}
+
+std::uint64_t be64(const std::string& s, std::size_t at) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < 8; ++i) {
+        v = v << 8 | static_cast<unsigned char>(s[at + i]);
+    }
+    return v;
+}
+
+struct Fixture {
+    TempDir dir;
+    std::unique_ptr<Store> store;
+    std::string images = dir.path + "/images";
+    std::string state = dir.path + "/state";
+    Fixture() {
+        make_images(images);
+        fs::create_directories(state);
+        auto opened = Store::open(state + "/sbxd.db");
+        REQUIRE(opened.has_value());
+        store = std::move(*opened);
+    }
+    DriverConfig config(const std::string& vmm) const {
+        DriverConfig c{state, vmm, images, api::HostLimits{}};
+        c.boot_timeout = 1500ms;
+        c.restore_timeout = 1500ms;
+        return c;
+    }
+    CreateSpec spec() const {
+        CreateSpec s;
+        s.shape = api::SandboxShape{"custom", 1, 256, 1, {}};
+        return s;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("CIDs: the lowest free one from 3, each live VMM its own") {
+    CidAllocator cids;
+    CHECK(cids.allocate() == 3U);
+    CHECK(cids.allocate() == 4U);
+    CHECK(cids.reserve(6));
+    CHECK_FALSE(cids.reserve(6));
+    CHECK_FALSE(cids.reserve(2));  // the host's
+    CHECK(cids.allocate() == 5U);
+    CHECK(cids.allocate() == 7U);
+    cids.release(4);
+    CHECK(cids.allocate() == 4U);
+    CidAllocator small(4);
+    CHECK(small.allocate() == 3U);
+    CHECK_FALSE(small.allocate().has_value());
+}
+
+TEST_CASE("a sandbox folder: its files, vmm.json written whole and read back") {
+    TempDir dir;
+    SandboxFiles f(dir.path, "sbx_1");
+    CHECK(f.dir() == dir.path + "/sandboxes/sbx_1");
+    REQUIRE(f.create().has_value());
+    CHECK_FALSE(f.create().has_value());
+    CHECK_FALSE(f.read_vmm().has_value());
+    VmmFile vmm{"00ff", 7, VmmProcess{1234, 99, f.control_socket()}};
+    REQUIRE(f.write_vmm(vmm).has_value());
+    auto back = f.read_vmm();
+    REQUIRE(back.has_value());
+    CHECK(*back == vmm);
+    CHECK(read_file(f.vmm_file()).find("\"uds\":\"" + f.vsock_socket() + "\"") != std::string::npos);
+    struct stat st{};
+    REQUIRE(::stat(f.vmm_file().c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);  // it holds the agent's token
+    write_file(f.vmm_file(), "{\"token\":1}");
+    CHECK_FALSE(f.read_vmm().has_value());
+    CHECK_FALSE(f.has_memory());
+    write_file(f.memory(), "m");
+    CHECK(f.has_memory());
+    REQUIRE(f.remove().has_value());
+    CHECK_FALSE(fs::exists(f.dir()));
+    CHECK(f.remove().has_value());
+}
+
+TEST_CASE("boot images: the newest complete entry of each target") {
+    TempDir dir;
+    CHECK(find_boot_image(dir.path, "default").error().code == "not_found");
+    make_images(dir.path);
+    write_file(dir.path + "/rootfs/cccc/rootfs.ext4", "half built");  // no .complete
+    auto image = find_boot_image(dir.path, "default");
+    REQUIRE(image.has_value());
+    CHECK(image->kernel == dir.path + "/kernel/aaaa/vmlinux");
+    CHECK(image->disk == dir.path + "/rootfs/bbbb/rootfs.ext4");
+    std::this_thread::sleep_for(20ms);
+    write_file(dir.path + "/rootfs/dddd/rootfs.ext4", "newer");
+    write_file(dir.path + "/rootfs/dddd/.complete", "");
+    CHECK(find_boot_image(dir.path, "default")->disk == dir.path + "/rootfs/dddd/rootfs.ext4");
+    CHECK(find_boot_image(dir.path, "python").error().code == "not_found");
+}
+
+TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
+    SandboxFiles f("/s", "sbx_1");
+    LaunchSpec cold{"sbx-vmm", 5, "/k/vmlinux", 2, 1024, "abcd", {}};
+    auto args = vmm_arguments(cold, f);
+    auto has = [&](const std::string& flag, const std::string& value) {
+        for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+            if (args[i] == flag && args[i + 1] == value) {
+                return true;
+            }
+        }
+        return false;
+    };
+    CHECK(has("--kernel", "/k/vmlinux"));
+    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2"));
+    CHECK(has("--vsock", "cid=5,uds=/s/sandboxes/sbx_1/vsock.sock"));
+    CHECK(has("--snapshot-dir", "/s/sandboxes/sbx_1"));
+    CHECK(has("--cpus", "2"));
+    CHECK(has("--memory", "1024"));
+    auto cmdline = std::find(args.begin(), args.end(), "--cmdline");
+    REQUIRE(cmdline != args.end());
+    CHECK(cmdline[1].find("root=/dev/vda") != std::string::npos);
+    CHECK(cmdline[1].find("sbx.token=abcd") != std::string::npos);
+    LaunchSpec restore = cold;
+    restore.restore_from = "/s/sandboxes/sbx_0/memory.snap";
+    args = vmm_arguments(restore, f);
+    CHECK(has("--restore", "/s/sandboxes/sbx_0/memory.snap"));
+    CHECK(has("--restore-mode", "private"));
+    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2"));
+    CHECK(std::find(args.begin(), args.end(), "--kernel") == args.end());
+    CHECK(std::find(args.begin(), args.end(), "--cmdline") == args.end());
+}
+
+TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk and no VMM") {
+    Fixture fx;
+    // Records its arguments and its pid, then waits for ever.
+    const std::string fake = fx.dir.path + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\necho \"$@\" > " + fx.dir.path + "/args\necho $$ > " + fx.dir.path +
+                         "/pid\nexec sleep 600\n",
+               0755);
+    VmmDriver driver(*fx.store, fx.config(fake));
+    auto created = driver.create(fx.spec());
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error().code == "no_ready_machine");
+    auto all = fx.store->list_sandboxes({});
+    REQUIRE(all->size() == 1);
+    const SandboxRecord s = all->front();
+    CHECK(s.state == SandboxState::Crashed);
+    CHECK_FALSE(s.vmm.has_value());
+    const SandboxFiles f(fx.state, s.id);
+    // The disk: a qcow2 overlay (magic "QFI\xfb") naming the image as its backing file.
+    const std::string disk = read_file(f.disk());
+    REQUIRE(disk.size() > 64);
+    CHECK(disk.substr(0, 4) == "QFI\xfb");
+    const std::string backing = disk.substr(be64(disk, 8), be64(disk, 16) >> 32);
+    CHECK(backing == fx.images + "/rootfs/bbbb/rootfs.ext4");
+    const std::string args = read_file(fx.dir.path + "/args");
+    CHECK(args.find("--disk " + f.disk()) != std::string::npos);
+    CHECK(args.find("cid=3,uds=" + f.vsock_socket()) != std::string::npos);
+    CHECK(args.find("sbx.token=" + f.read_vmm()->token) != std::string::npos);
+    const pid_t pid = std::stoi(read_file(fx.dir.path + "/pid"));
+    CHECK(::kill(pid, 0) != 0);  // killed and reaped
+    CHECK(f.read_vmm()->process.pid == 0);
+    CHECK(driver.agent(s.id).error().code == "invalid_state");
+
+    // The next create gets CID 3 again: the failed one gave it back.
+    auto again = driver.create(fx.spec());
+    REQUIRE_FALSE(again.has_value());
+    CHECK(read_file(fx.dir.path + "/args").find("cid=3,") != std::string::npos);
+
+    REQUIRE(driver.remove(s.id).has_value());
+    CHECK(fx.store->get_sandbox(s.id).error().code == "not_found");
+    CHECK_FALSE(fs::exists(f.dir()));
+}
+
+TEST_CASE("a VMM that exits at once fails the create without waiting for the deadline") {
+    Fixture fx;
+    const std::string fake = fx.dir.path + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\necho 'no KVM here' >&2\nexit 1\n", 0755);
+    DriverConfig config = fx.config(fake);
+    config.boot_timeout = 60s;
+    VmmDriver driver(*fx.store, config);
+    auto start = std::chrono::steady_clock::now();
+    auto created = driver.create(fx.spec());
+    CHECK(std::chrono::steady_clock::now() - start < 30s);
+    REQUIRE_FALSE(created.has_value());
+    CHECK(created.error().code == "no_ready_machine");
+    CHECK(created.error().message.find("no KVM here") != std::string::npos);
+    CHECK(created.error().message.find("exit code 1") != std::string::npos);
+
+    CreateSpec unknown = fx.spec();
+    unknown.request.from = "python";
+    CHECK(driver.create(unknown).error().code == "not_found");
+    CHECK(fx.store->list_sandboxes({})->size() == 1);  // refused before any row
+}
+
+TEST_CASE("recover(): gone VMMs crash, unfinished creates roll back, finished stops are kept") {
+    Fixture fx;
+    auto add = [&](const std::string& id, SandboxState state, std::optional<VmmProcess> vmm, bool started) {
+        SandboxRecord s;
+        s.id = s.name = id;
+        s.from = "default";
+        s.size = "custom";
+        s.cpus = 1;
+        s.memory_mib = 256;
+        s.disk_gib = 1;
+        s.created_at = s.last_activity_at = 1000;
+        REQUIRE(fx.store->create_sandbox(s, std::nullopt).has_value());
+        // Walk the state machine to where an earlier sbxd left it.
+        auto to = [&](SandboxState next, std::optional<VmmProcess> v) {
+            REQUIRE(fx.store->change_state(id, {next, 2000, v}).has_value());
+        };
+        if (started || state != SandboxState::Creating) {
+            to(SandboxState::Running, vmm);
+        }
+        if (state == SandboxState::Stopping) {
+            to(SandboxState::Stopping, vmm);
+        }
+        if (state == SandboxState::Creating && started) {
+            to(SandboxState::Stopping, std::nullopt);
+            to(SandboxState::Stopped, std::nullopt);
+            to(SandboxState::Creating, std::nullopt);
+        }
+        SandboxFiles f(fx.state, id);
+        REQUIRE(f.create().has_value());
+        REQUIRE(f.write_vmm(VmmFile{"00ff", 3, vmm.value_or(VmmProcess{})}).has_value());
+        return f;
+    };
+    // A live process that is not a VMM: no control socket answers, so it is
+    // killed and the sandbox crashed.
+    auto impostor = spawn_process({"/bin/sleep", {"600"}, fx.dir.path + "/sleep.log"});
+    REQUIRE(impostor.has_value());
+    impostor->control_socket = fx.dir.path + "/none.sock";
+    add("sbx_running_gone", SandboxState::Running, VmmProcess{999'999'999, 5, "/x"}, true);
+    add("sbx_running_impostor", SandboxState::Running, *impostor, true);
+    auto unfinished = add("sbx_half_created", SandboxState::Creating, std::nullopt, false);
+    add("sbx_half_resumed", SandboxState::Creating, std::nullopt, true);
+    auto saved = add("sbx_stop_saved", SandboxState::Stopping, VmmProcess{999'999'999, 5, "/x"}, true);
+    write_file(saved.memory(), "memory");
+    add("sbx_stop_unsaved", SandboxState::Stopping, VmmProcess{999'999'999, 5, "/x"}, true);
+
+    VmmDriver driver(*fx.store, fx.config("/bin/false"));
+    auto adopted = driver.recover();
+    REQUIRE(adopted.has_value());
+    CHECK(*adopted == 0);
+    auto state_of = [&](const std::string& id) { return fx.store->get_sandbox(id)->state; };
+    CHECK(state_of("sbx_running_gone") == SandboxState::Crashed);
+    CHECK(state_of("sbx_running_impostor") == SandboxState::Crashed);
+    CHECK_FALSE(is_same_process_alive(*impostor));
+    CHECK(fx.store->get_sandbox("sbx_half_created").error().code == "not_found");
+    CHECK_FALSE(fs::exists(unfinished.dir()));
+    CHECK(state_of("sbx_half_resumed") == SandboxState::Crashed);
+    CHECK(state_of("sbx_stop_saved") == SandboxState::Stopped);
+    CHECK(state_of("sbx_stop_unsaved") == SandboxState::Crashed);
+    CHECK_FALSE(fx.store->get_sandbox("sbx_stop_saved")->vmm.has_value());
+}

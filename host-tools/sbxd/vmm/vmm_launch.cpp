@@ -1,0 +1,143 @@
+#include "host-tools/sbxd/vmm/vmm_launch.hpp"
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/identity/identity_client.hpp"
+#include "host-tools/sbxd/vmm/control_client.hpp"
+#include "host-tools/sbxd/vmm/vmm_process.hpp"
+
+namespace sbx::sbxd {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The default image's kernel command line (scripts/demo, docs/guest-layout.md):
+// the root disk is the first virtio-blk disk, systemd is init.
+constexpr const char* kCmdline =
+    "console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet "
+    "root=/dev/vda rw init=/lib/systemd/systemd";
+
+Error vmm_ended(const SandboxFiles& files, const ProcessEnd& end) {
+    return make_coded_error("vmm_exited", "sbx-vmm ended ({}) before the agent answered; {}: {}", describe(end),
+                            files.vmm_log(), log_tail(files.vmm_log(), 600));
+}
+
+}  // namespace
+
+std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFiles& files) {
+    std::vector<std::string> args;
+    if (spec.restore_from) {
+        args = {"--restore", *spec.restore_from, "--restore-mode", "private"};
+    } else {
+        args = {"--kernel",
+                spec.kernel,
+                "--cpus",
+                std::to_string(spec.cpus),
+                "--memory",
+                std::to_string(spec.memory_mib),
+                "--rng",
+                "--cmdline",
+                fmt::format("{} sbx.token={}", kCmdline, spec.token)};
+    }
+    const std::vector<std::string> host_side = {
+        "--disk",    files.disk(),
+        "--vsock",   fmt::format("cid={},uds={}", spec.cid, files.vsock_socket()),
+        "--control", files.control_socket(),
+        "--snapshot-dir", files.dir(),
+        "--console", "file:" + files.console_log(),
+    };
+    args.insert(args.end(), host_side.begin(), host_side.end());
+    return args;
+}
+
+Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files) {
+    auto process = spawn_process(SpawnSpec{spec.vmm_program, vmm_arguments(spec, files), files.vmm_log()});
+    if (!process) {
+        return process.error();
+    }
+    process->control_socket = files.control_socket();
+    if (auto written = files.write_vmm(VmmFile{spec.token, spec.cid, *process}); !written) {
+        kill_process_group(*process);
+        return written.error();
+    }
+    return process;
+}
+
+Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files, const std::string& token,
+                            std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    Error last = make_error("no attempt yet");
+    while (Clock::now() < deadline) {
+        if (auto end = poll_process_end(vmm)) {
+            return vmm_ended(files, *end);
+        }
+        agent::AgentEndpoint endpoint;
+        endpoint.uds_path = files.vsock_socket();
+        endpoint.token = token;
+        endpoint.timeout = std::chrono::milliseconds(2000);
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        endpoint.reply_timeout = std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(30'000));
+        auto client = agent::AgentClient::connect(endpoint);
+        if (client) {
+            auto health = client->health();
+            if (health) {
+                return ok();
+            }
+            last = health.error();
+        } else {
+            last = client.error();
+        }
+        auto code = agent::error_code(last);
+        if (code == "unauthorized" || code == "bad_token") {
+            return make_coded_error("agent_refused", "the guest's agent refused sbxd's token: {}",
+                                    last.to_string());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return make_coded_error("timeout", "the guest's agent did not answer within {} s (last: {}); console: {}",
+                            timeout.count() / 1000, last.to_string(), log_tail(files.console_log(), 600));
+}
+
+Result<void> renew_identity(const SandboxFiles& files, const std::string& old_token, const std::string& new_token,
+                            std::optional<std::uint64_t> generation) {
+    agent::AgentEndpoint endpoint;
+    endpoint.uds_path = files.vsock_socket();
+    endpoint.token = old_token;
+    auto client = agent::AgentClient::connect(endpoint);
+    if (!client) {
+        return client.error().context("identity op");
+    }
+    agent::IdentityRequest request;
+    request.token = new_token;
+    if (generation) {
+        request.generation = generation;
+        auto seed = agent::random_seed();
+        if (!seed) {
+            return seed.error();
+        }
+        request.seed = std::move(*seed);
+    }
+    auto reply = agent::identity(*client, request);
+    if (!reply) {
+        return reply.error().context("identity op");
+    }
+    return ok();
+}
+
+void stop_vmm(const VmmProcess& vmm, std::chrono::milliseconds grace) {
+    if (poll_process_end(vmm)) {
+        return;
+    }
+    if (control_call(vmm.control_socket, {{"op", "stop"}}, std::chrono::seconds(10))) {
+        if (wait_process_end(vmm, grace)) {
+            return;
+        }
+    }
+    kill_process_group(vmm);
+}
+
+}  // namespace sbx::sbxd

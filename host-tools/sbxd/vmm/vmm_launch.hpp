@@ -1,0 +1,57 @@
+// Starting and ending one sandbox's sbx-vmm: the command line of a cold
+// boot (kernel, the sandbox's disk overlay, the token on the kernel
+// command line) or of a restore (a raw memory snapshot mapped
+// copy-on-write, docs/vmm-control.md "Restore", with the host side of
+// each saved device from the flags), waiting until the guest's agent
+// answers, giving a restored guest its new identity, and stopping.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.hpp"
+#include "host-tools/sbxd/store/records.hpp"
+#include "host-tools/sbxd/vmm/sandbox_files.hpp"
+
+namespace sbx::sbxd {
+
+struct LaunchSpec {
+    std::string vmm_program;
+    std::uint32_t cid = 0;
+    // Cold boot: the kernel, the machine, and the token the agent takes
+    // from the kernel command line (sbx.token=).
+    std::string kernel;
+    int cpus = 1;
+    int memory_mib = 512;
+    std::string token;
+    // Restore instead: the snapshot (the machine comes from it; `token` is
+    // then the one the saved guest already has).
+    std::optional<std::string> restore_from;
+};
+
+// The sbx-vmm arguments for `spec` in the sandbox's folder.
+[[nodiscard]] std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFiles& files);
+
+// Spawns the VMM (its own session, output to vmm.log) and records it in
+// vmm.json before anything else can fail.
+[[nodiscard]] Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files);
+
+// Polls the agent's health through the vsock socket until it answers or
+// the deadline passes; fails at once when the VMM ends (the error then
+// has its exit and the end of its log) or the token is refused.
+[[nodiscard]] Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files,
+                                          const std::string& token, std::chrono::milliseconds timeout);
+
+// The identity op (docs/agent-protocol.md "identity") on a restored guest:
+// a new token always; with a generation, also a fresh RNG seed (a fork).
+[[nodiscard]] Result<void> renew_identity(const SandboxFiles& files, const std::string& old_token,
+                                          const std::string& new_token, std::optional<std::uint64_t> generation);
+
+// Ends the VMM: the control socket's stop, then SIGKILL to its group if it
+// has not exited within `grace`. Returns once it is gone.
+void stop_vmm(const VmmProcess& vmm, std::chrono::milliseconds grace = std::chrono::seconds(20));
+
+}  // namespace sbx::sbxd

@@ -1,0 +1,136 @@
+#include "host-tools/sbxd/vmm/vmm_process.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "host-tools/sbxd/sandbox/process_identity.hpp"
+
+extern char** environ;
+
+namespace sbx::sbxd {
+
+namespace {
+
+// RAII for the two posix_spawn attribute objects.
+struct SpawnAttributes {
+    posix_spawnattr_t attr{};
+    posix_spawn_file_actions_t actions{};
+    SpawnAttributes() {
+        posix_spawnattr_init(&attr);
+        posix_spawn_file_actions_init(&actions);
+    }
+    ~SpawnAttributes() {
+        posix_spawn_file_actions_destroy(&actions);
+        posix_spawnattr_destroy(&attr);
+    }
+    SpawnAttributes(const SpawnAttributes&) = delete;
+    SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+};
+
+ProcessEnd decode(int status) {
+    ProcessEnd end;
+    if (WIFEXITED(status)) {
+        end.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        end.signal = WTERMSIG(status);
+    }
+    return end;
+}
+
+}  // namespace
+
+Result<VmmProcess> spawn_process(const SpawnSpec& spec) {
+    SpawnAttributes s;
+    sigset_t none;
+    sigemptyset(&none);
+    sigset_t defaults;
+    sigfillset(&defaults);  // sbxd ignores SIGPIPE; the VMM must not inherit that
+    posix_spawnattr_setsigmask(&s.attr, &none);
+    posix_spawnattr_setsigdefault(&s.attr, &defaults);
+    posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&s.actions, 1, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&s.actions, 1, 2);
+    posix_spawn_file_actions_addclosefrom_np(&s.actions, 3);
+
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(spec.program.c_str()));
+    for (const auto& arg : spec.args) {
+        argv.push_back(const_cast<char*>(arg.c_str()));
+    }
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (int err = posix_spawn(&pid, spec.program.c_str(), &s.actions, &s.attr, argv.data(), environ);
+        err != 0) {
+        return errno_error(fmt::format("starting {}", spec.program), err);
+    }
+    auto start = process_start_time(pid);
+    if (!start) {
+        // It ended before /proc could be read: reap it and say how.
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        return make_error("{} ended at once ({})", spec.program, describe(decode(status)));
+    }
+    return VmmProcess{pid, *start, {}};
+}
+
+std::optional<ProcessEnd> poll_process_end(const VmmProcess& process) {
+    if (process.pid <= 0) {
+        return ProcessEnd{};
+    }
+    int status = 0;
+    pid_t r = ::waitpid(static_cast<pid_t>(process.pid), &status, WNOHANG);
+    if (r == process.pid) {
+        return decode(status);
+    }
+    if (r == 0) {
+        return std::nullopt;  // our child, running
+    }
+    // Not our child (adopted after a restart): /proc decides.
+    if (is_same_process_alive(process)) {
+        return std::nullopt;
+    }
+    return ProcessEnd{};
+}
+
+std::optional<ProcessEnd> wait_process_end(const VmmProcess& process, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        if (auto end = poll_process_end(process)) {
+            return end;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            return std::nullopt;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+}
+
+void kill_process_group(const VmmProcess& process) {
+    if (poll_process_end(process)) {
+        return;
+    }
+    // The VMM leads its own group (POSIX_SPAWN_SETSID): one signal reaches
+    // anything it started too.
+    ::kill(-static_cast<pid_t>(process.pid), SIGKILL);
+    (void)wait_process_end(process, std::chrono::seconds(10));
+}
+
+std::string describe(const ProcessEnd& end) {
+    if (end.exit_code) {
+        return fmt::format("exit code {}", *end.exit_code);
+    }
+    if (end.signal) {
+        return fmt::format("signal {}", *end.signal);
+    }
+    return "ended";
+}
+
+}  // namespace sbx::sbxd

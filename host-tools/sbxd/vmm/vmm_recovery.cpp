@@ -1,0 +1,107 @@
+// What a starting sbxd finds (docs/sbxd.md, "Restart"), and the watch
+// for VMMs that end on their own while their sandbox runs.
+#include <thread>
+
+#include "base/log.hpp"
+#include "host-tools/sbxd/sandbox/process_identity.hpp"
+#include "host-tools/sbxd/vmm/control_client.hpp"
+#include "host-tools/sbxd/vmm/vmm_driver.hpp"
+#include "host-tools/sbxd/vmm/vmm_process.hpp"
+
+namespace sbx::sbxd {
+
+Result<int> VmmDriver::recover() {
+    auto sandboxes =
+        store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+    if (!sandboxes) {
+        return sandboxes.error();
+    }
+    int adopted = 0;
+    for (const auto& s : *sandboxes) {
+        const SandboxFiles f = files(s.id);
+        auto vmm_file = f.read_vmm();
+        std::optional<VmmProcess> process = s.vmm;
+        if (!process && vmm_file && vmm_file->process.pid > 0) {
+            process = vmm_file->process;  // spawned, not yet in the row
+        }
+        const bool alive = process && is_same_process_alive(*process);
+        if (s.state == SandboxState::Running && alive && vmm_file &&
+            control_call(process->control_socket, {{"op", "status"}}, std::chrono::seconds(5)) &&
+            cids_.reserve(vmm_file->cid)) {
+            log::info("sandbox {}: adopted its VMM (pid {})", s.id, process->pid);
+            ++adopted;
+            continue;
+        }
+        end_vmm(f, process, false);
+        const UnixMillis now = clock_();
+        Result<SandboxRecord> changed = make_error("unset");
+        if (s.state == SandboxState::Running) {
+            log::warn("sandbox {}: its VMM is gone; crashed, disk kept", s.id);
+            changed = store_.change_state(s.id, {SandboxState::Crashed, now, std::nullopt});
+        } else if (s.state == SandboxState::Stopping) {
+            // The memory snapshot is renamed into place whole: there, the stop is done.
+            const bool saved = f.has_memory();
+            log::info("sandbox {}: finishing a stop ({})", s.id, saved ? "memory saved" : "no memory: crashed");
+            changed =
+                store_.change_state(s.id, {saved ? SandboxState::Stopped : SandboxState::Crashed, now, std::nullopt});
+        } else if (s.started_at) {
+            log::warn("sandbox {}: a resume was cut short; crashed, disk kept", s.id);
+            changed = store_.change_state(s.id, {SandboxState::Crashed, now, std::nullopt});
+        } else {
+            log::info("sandbox {}: rolling back a create that never finished", s.id);
+            changed = store_.change_state(s.id, {SandboxState::Deleting, now, std::nullopt});
+            if (changed) {
+                (void)f.remove();
+                if (auto gone = store_.delete_sandbox(s.id, now); !gone) {
+                    log::warn("sandbox {}: {}", s.id, gone.error().to_string());
+                }
+            }
+        }
+        if (!changed) {
+            log::warn("sandbox {}: {}", s.id, changed.error().to_string());
+        }
+    }
+    collect_layers();
+    return adopted;
+}
+
+void VmmDriver::check_vmms() {
+    auto running = store_.list_sandboxes({{}, {SandboxState::Running}});
+    if (!running) {
+        return;
+    }
+    for (const auto& s : *running) {
+        auto operation = begin(s.id);
+        if (!operation || !s.vmm) {
+            continue;  // busy: the operation sees for itself
+        }
+        auto end = poll_process_end(*s.vmm);
+        if (!end) {
+            continue;
+        }
+        // Re-read under the lock: an operation may have replaced the VMM.
+        auto now = store_.get_sandbox(s.id);
+        if (!now || now->state != SandboxState::Running || now->vmm != s.vmm) {
+            continue;
+        }
+        log::warn("sandbox {}: its VMM ended ({}); crashed, disk kept", s.id, describe(*end));
+        end_vmm(files(s.id), std::nullopt, false);
+        (void)store_.change_state(s.id, {SandboxState::Crashed, clock_(), std::nullopt});
+    }
+}
+
+void VmmDriver::watch_vmms(std::chrono::milliseconds period) {
+    watcher_ = std::jthread([this, period](std::stop_token stop) {
+        while (!stop.stop_requested()) {
+            for (auto waited = std::chrono::milliseconds(0); waited < period && !stop.stop_requested();
+                 waited += std::chrono::milliseconds(100)) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            }
+            if (!stop.stop_requested()) {
+                check_vmms();
+            }
+        }
+    });
+}
+
+}  // namespace sbx::sbxd
