@@ -5,7 +5,8 @@
 # with curl: create on the default image, an exec in it through the agent
 # (sbx-agentctl with the address in the sandbox folder's vmm.json), a
 # counting process, stop with memory, resume (memoryRestored, same PID,
-# counting on), fork count 2 (two running children with the parent's
+# counting on), a create from the warm template the first create had
+# built, fork count 2 (two running children with the parent's
 # process and their own tokens and CIDs), kill -9 of sbxd and a restart
 # that adopts every VMM, then delete (no VMM, folder or layer left).
 # One "ok: ..." or "FAIL: ..." line per check; exit status: failures.
@@ -63,7 +64,8 @@ agent() {
 }
 counter_of() { agent "$1" exec -- cat /tmp/counter; }
 counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
-vmm_count() { pgrep -f -- "--snapshot-dir $state/" | grep -c .; }
+# The sandboxes' VMMs (a warm template's build is another).
+vmm_count() { pgrep -f -- "--snapshot-dir $state/sandboxes/" | grep -c .; }
 
 start_sbxd
 echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
@@ -74,7 +76,8 @@ api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"labels":{"
 check "create answers 201" 201 "$code"
 id=$(py "b['sandbox']['id']" 2>/dev/null)
 check "the new sandbox is running" running "$(py "b['sandbox']['state']" 2>/dev/null)"
-echo "SBXD-TIME: create $(elapsed "$t") s"
+echo "SBXD-TIME: create (cold) $(elapsed "$t") s"
+check "without a warm template it says it cold-booted" 1 "$(py "sum('no warm template' in w for w in b['warnings'])" 2>/dev/null)"
 [ -n "$id" ] && [ "$code" = 201 ] || { printf '%s\n' "$body"; tail -n 20 "$state"/sandboxes/*/console.log; exit 1; }
 folder=$state/sandboxes/$id
 check "its disk is a qcow2 overlay" 'QFI' "$(head -c 3 "$folder/disk.qcow2")"
@@ -108,7 +111,22 @@ wait_counter count_after 120 "${count_before:-0}" counter_of "$id" \
   && ok "it counts on: ${count_before} before the stop, ${count_after} after" \
   || bad "the counter did not move past ${count_before} (last '${count_after}')"
 
-# 3. Fork: two children from the parent's memory, the parent running on.
+# 3. A create from the warm template the first one had built.
+wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
+t=$(now)
+api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true}'
+check "a warm create answers 201" 201 "$code"
+echo "SBXD-TIME: create (warm template) $(elapsed "$t") s"
+check "a warm create has no warning" "[]" "$(py "b['warnings']" 2>/dev/null)"
+warm=$(py "b['sandbox']['id']" 2>/dev/null)
+if [ -n "$warm" ]; then
+  check "the warm sandbox runs commands" "warm $warm" "$(agent "$warm" exec -- sh -c "echo warm $warm")"
+  check "the warm sandbox has its own token" yes "$([ "$(vmm_field "$warm" token)" != "$(vmm_field "$id" token)" ] && echo yes)"
+  api DELETE "/v1/sandboxes/$warm"
+  check "delete of the warm sandbox" 200 "$code"
+fi
+
+# 4. Fork: two children from the parent's memory, the parent running on.
 t=$(now)
 api POST "/v1/sandboxes/$id/fork" '{"count":2}'
 check "fork answers 201" 201 "$code"
@@ -130,7 +148,7 @@ check "three distinct tokens" 3 "$(printf '%s\n' $tokens | sort -u | grep -c .)"
 check "three distinct CIDs" 3 "$(printf '%s\n' $cids | sort -u | grep -c .)"
 check "one frozen layer under the three disks" 1 "$(ls "$state/layers" | grep -c .)"
 
-# 4. kill -9 of sbxd: the VMMs run on and the next sbxd adopts them.
+# 5. kill -9 of sbxd: the VMMs run on and the next sbxd adopts them.
 kill -9 "$sbxd_pid"; wait "$sbxd_pid" 2>/dev/null
 check "the VMMs outlive sbxd" 3 "$(vmm_count)"
 start_sbxd
@@ -140,7 +158,7 @@ api GET "/v1/sandboxes?state=running"
 check "all three still running" 3 "$(py "len(b['sandboxes'])" 2>/dev/null)"
 check "the parent still answers after the restart" "still $id" "$(agent "$id" exec -- sh -c "echo still $id")"
 
-# 5. Delete everything: no VMM, folder or layer left.
+# 6. Delete everything: no VMM, folder or layer left.
 for s in $children "$id"; do
   api DELETE "/v1/sandboxes/$s"
   check "delete $s answers 200" 200 "$code"

@@ -210,9 +210,11 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!created) {
         return Response::error(created.error(), request.request_id);
     }
+    std::vector<std::string> warnings = shape->warnings;
+    warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
     return Response::ok({{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
                          {"replayed", created->replayed},
-                         {"warnings", shape->warnings}},
+                         {"warnings", warnings}},
                         request.request_id, created->replayed ? 200 : 201);
 }
 

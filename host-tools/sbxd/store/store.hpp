@@ -42,6 +42,7 @@ struct IdempotencyClaim {
 struct CreateOutcome {
     SandboxRecord sandbox;
     bool replayed = false;  // an earlier create with the same key and body
+    std::vector<std::string> warnings{};  // the driver's (e.g. a cold boot without a warm template)
 };
 
 struct StateChange {

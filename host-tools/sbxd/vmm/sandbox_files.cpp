@@ -19,6 +19,12 @@ namespace fs = std::filesystem;
 SandboxFiles::SandboxFiles(const std::string& state_dir, const std::string& sandbox_id)
     : dir_(state_dir + "/sandboxes/" + sandbox_id) {}
 
+SandboxFiles SandboxFiles::in_dir(std::string dir) {
+    SandboxFiles files;
+    files.dir_ = std::move(dir);
+    return files;
+}
+
 Result<void> SandboxFiles::create() const {
     std::error_code ec;
     fs::create_directories(fs::path(dir_).parent_path(), ec);

@@ -26,6 +26,8 @@ struct VmmFile {
 class SandboxFiles {
 public:
     SandboxFiles(const std::string& state_dir, const std::string& sandbox_id);
+    // The same layout in another folder (a warm template).
+    [[nodiscard]] static SandboxFiles in_dir(std::string dir);
 
     [[nodiscard]] const std::string& dir() const { return dir_; }
     [[nodiscard]] std::string disk() const { return dir_ + "/disk.qcow2"; }
@@ -47,6 +49,7 @@ public:
     [[nodiscard]] Result<VmmFile> read_vmm() const;
 
 private:
+    SandboxFiles() = default;
     std::string dir_;
 };
 

@@ -35,6 +35,12 @@ std::uint64_t file_size(const std::string& path) {
 
 }  // namespace
 
+Result<void> make_image_overlay(const std::string& path, const BootImage& image, int disk_gib) {
+    // The overlay is the sandbox's whole disk: never smaller than the image.
+    const std::uint64_t size = std::max(static_cast<std::uint64_t>(disk_gib) * kGiB, file_size(image.disk));
+    return qcow2::create_overlay(path, image.disk, qcow2::BackingFormat::Raw, size);
+}
+
 Result<std::string> new_sandbox_id() {
     auto hex = random_hex(8);
     if (!hex) {
@@ -216,12 +222,24 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     if (auto made = f.create(); !made) {
         return crash(s.id, made.error(), api::code::kInternal);
     }
-    // The overlay is the sandbox's whole disk: never smaller than the image.
-    const std::uint64_t size = std::max(static_cast<std::uint64_t>(s.disk_gib) * kGiB, file_size(image->disk));
-    if (auto overlay = qcow2::create_overlay(f.disk(), image->disk, qcow2::BackingFormat::Raw, size); !overlay) {
-        return crash(s.id, overlay.error(), api::code::kInternal);
+    std::vector<std::string> warnings;
+    bool build_template = false;
+    auto started = boot_from_template(s, f, *image);
+    if (!started) {
+        if (started.error().code == "not_found") {
+            warnings.push_back("no warm template for this image and machine yet: a cold boot (one is being built)");
+            build_template = true;
+        } else {
+            warnings.push_back("the warm template did not restore (" + started.error().to_string() +
+                               "): a cold boot");
+            log::warn("sandbox {}: {}", s.id, warnings.back());
+        }
+        ::unlink(f.disk().c_str());
+        if (auto overlay = make_image_overlay(f.disk(), *image, s.disk_gib); !overlay) {
+            return crash(s.id, overlay.error(), api::code::kInternal);
+        }
+        started = boot_cold(s, f);
     }
-    auto started = boot_cold(s, f);
     if (!started) {
         return crash(s.id, started.error(), api::code::kNoReadyMachine);
     }
@@ -229,7 +247,12 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     if (!running) {
         return running.error();
     }
-    return CreateOutcome{*running, false};
+    if (build_template) {
+        // After this boot, not beside it: two guests booting at once under
+        // the nested harness (TCG-emulated SVM) once hung one of them.
+        build_template_later(s, *image);
+    }
+    return CreateOutcome{*running, false, warnings};
 }
 
 Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequest& request) {

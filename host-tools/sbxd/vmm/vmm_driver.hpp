@@ -24,12 +24,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <vector>
 #include <string>
 #include <thread>
 
 #include "host-tools/sbxd/api/sizes.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
 #include "host-tools/sbxd/vmm/sandbox_files.hpp"
 
@@ -118,6 +121,16 @@ private:
     [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(const SandboxRecord& parent,
                                                                  const api::ForkRequest& request);
     void collect_layers();
+    // Warm templates (vmm_templates.cpp).
+    [[nodiscard]] std::string template_dir(const SandboxRecord& like, const BootImage& image) const;
+    // Restores a new sandbox from its warm template; "not_found" without one.
+    [[nodiscard]] Result<Started> boot_from_template(const SandboxRecord& sandbox, const SandboxFiles& files,
+                                                     const BootImage& image);
+    // Builds the template for `like` on a thread unless one is being built.
+    void build_template_later(const SandboxRecord& like, const BootImage& image);
+    [[nodiscard]] Result<void> build_template(const SandboxRecord& like, const BootImage& image,
+                                              const std::string& dir, std::stop_token stop);
+    void remove_unfinished_templates();
 
     Store& store_;
     DriverConfig config_;
@@ -125,8 +138,15 @@ private:
     CidAllocator cids_;
     std::mutex locks_mutex_;
     std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+    std::mutex templates_mutex_;
+    std::set<std::string> templates_building_;
+    std::vector<std::jthread> template_builders_;
     std::jthread watcher_;
 };
+
+// A qcow2 overlay at `path` on the image's raw root disk, of `disk_gib`
+// GiB but never smaller than the image.
+[[nodiscard]] Result<void> make_image_overlay(const std::string& path, const BootImage& image, int disk_gib);
 
 // A fresh sandbox id: "sbx_" and 16 random hex digits.
 [[nodiscard]] Result<std::string> new_sandbox_id();

@@ -184,44 +184,55 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
 
 TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk and no VMM") {
     Fixture fx;
-    // Records its arguments and its pid, then waits for ever.
+    // Records its arguments and its pid, then waits for ever. (A create
+    // that fails starts no warm template build.)
     const std::string fake = fx.dir.path + "/fake-vmm";
-    write_file(fake, "#!/bin/sh\necho \"$@\" > " + fx.dir.path + "/args\necho $$ > " + fx.dir.path +
-                         "/pid\nexec sleep 600\n",
+    write_file(fake, "#!/bin/sh\necho \"$@\" >> " + fx.dir.path + "/args\necho $$ >> " + fx.dir.path +
+                         "/pids\nexec sleep 600\n",
                0755);
-    VmmDriver driver(*fx.store, fx.config(fake));
-    auto created = driver.create(fx.spec());
-    REQUIRE_FALSE(created.has_value());
-    CHECK(created.error().code == "no_ready_machine");
-    auto all = fx.store->list_sandboxes({});
-    REQUIRE(all->size() == 1);
-    const SandboxRecord s = all->front();
-    CHECK(s.state == SandboxState::Crashed);
-    CHECK_FALSE(s.vmm.has_value());
-    const SandboxFiles f(fx.state, s.id);
-    // The disk: a qcow2 overlay (magic "QFI\xfb") naming the image as its backing file.
-    const std::string disk = read_file(f.disk());
-    REQUIRE(disk.size() > 64);
-    CHECK(disk.substr(0, 4) == "QFI\xfb");
-    const std::string backing = disk.substr(be64(disk, 8), be64(disk, 16) >> 32);
-    CHECK(backing == fx.images + "/rootfs/bbbb/rootfs.ext4");
-    const std::string args = read_file(fx.dir.path + "/args");
-    CHECK(args.find("--disk " + f.disk()) != std::string::npos);
-    CHECK(args.find("cid=3,uds=" + f.vsock_socket()) != std::string::npos);
-    CHECK(args.find("sbx.token=" + f.read_vmm()->token) != std::string::npos);
-    const pid_t pid = std::stoi(read_file(fx.dir.path + "/pid"));
-    CHECK(::kill(pid, 0) != 0);  // killed and reaped
-    CHECK(f.read_vmm()->process.pid == 0);
-    CHECK(driver.agent(s.id).error().code == "invalid_state");
-
-    // The next create gets CID 3 again: the failed one gave it back.
-    auto again = driver.create(fx.spec());
-    REQUIRE_FALSE(again.has_value());
-    CHECK(read_file(fx.dir.path + "/args").find("cid=3,") != std::string::npos);
-
-    REQUIRE(driver.remove(s.id).has_value());
-    CHECK(fx.store->get_sandbox(s.id).error().code == "not_found");
-    CHECK_FALSE(fs::exists(f.dir()));
+    std::string id;
+    {
+        VmmDriver driver(*fx.store, fx.config(fake));
+        auto created = driver.create(fx.spec());
+        REQUIRE_FALSE(created.has_value());
+        CHECK(created.error().code == "no_ready_machine");
+        auto all = fx.store->list_sandboxes({});
+        REQUIRE(all->size() == 1);
+        const SandboxRecord s = all->front();
+        id = s.id;
+        CHECK(s.state == SandboxState::Crashed);
+        CHECK_FALSE(s.vmm.has_value());
+        const SandboxFiles f(fx.state, s.id);
+        // The disk: a qcow2 overlay (magic "QFI\xfb") naming the image as its backing file.
+        const std::string disk = read_file(f.disk());
+        REQUIRE(disk.size() > 64);
+        CHECK(disk.substr(0, 4) == "QFI\xfb");
+        const std::string backing = disk.substr(be64(disk, 8), be64(disk, 16) >> 32);
+        CHECK(backing == fx.images + "/rootfs/bbbb/rootfs.ext4");
+        std::string line;
+        std::istringstream args(read_file(fx.dir.path + "/args"));
+        for (std::string l; std::getline(args, l);) {
+            if (l.find("--disk " + f.disk()) != std::string::npos) {
+                line = l;
+            }
+        }
+        REQUIRE_FALSE(line.empty());
+        CHECK(line.find(",uds=" + f.vsock_socket()) != std::string::npos);
+        CHECK(line.find("sbx.token=" + f.read_vmm()->token) != std::string::npos);
+        CHECK(f.read_vmm()->process.pid == 0);
+        CHECK(driver.agent(s.id).error().code == "invalid_state");
+        REQUIRE(driver.remove(s.id).has_value());
+        CHECK(fx.store->get_sandbox(s.id).error().code == "not_found");
+        CHECK_FALSE(fs::exists(f.dir()));
+    }
+    // The driver is gone: no fake VMM runs, and no template was begun.
+    std::istringstream pids(read_file(fx.dir.path + "/pids"));
+    int count = 0;
+    for (std::string p; std::getline(pids, p); ++count) {
+        CHECK(::kill(std::stoi(p), 0) != 0);
+    }
+    CHECK(count == 1);
+    CHECK_FALSE(fs::exists(fx.state + "/templates"));
 }
 
 TEST_CASE("a VMM that exits at once fails the create without waiting for the deadline") {

@@ -68,10 +68,13 @@ Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files)
 }
 
 Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files, const std::string& token,
-                            std::chrono::milliseconds timeout) {
+                            std::chrono::milliseconds timeout, std::stop_token stop) {
     const auto deadline = Clock::now() + timeout;
     Error last = make_error("no attempt yet");
     while (Clock::now() < deadline) {
+        if (stop.stop_requested()) {
+            return make_coded_error("cancelled", "sbxd is stopping");
+        }
         if (auto end = poll_process_end(vmm)) {
             return vmm_ended(files, *end);
         }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,8 @@ struct LaunchSpec {
 // the deadline passes; fails at once when the VMM ends (the error then
 // has its exit and the end of its log) or the token is refused.
 [[nodiscard]] Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files,
-                                          const std::string& token, std::chrono::milliseconds timeout);
+                                          const std::string& token, std::chrono::milliseconds timeout,
+                                          std::stop_token stop = {});
 
 // The identity op (docs/agent-protocol.md "identity") on a restored guest:
 // a new token always; with a generation, also a fresh RNG seed (a fork).

@@ -62,6 +62,7 @@ Result<int> VmmDriver::recover() {
         }
     }
     collect_layers();
+    remove_unfinished_templates();
     return adopted;
 }
 
