@@ -163,7 +163,7 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
         return false;
     };
     CHECK(has("--kernel", "/k/vmlinux"));
-    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2"));
+    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2,backing=on"));
     CHECK(has("--vsock", "cid=5,uds=/s/sandboxes/sbx_1/vsock.sock"));
     CHECK(has("--snapshot-dir", "/s/sandboxes/sbx_1"));
     CHECK(has("--cpus", "2"));
@@ -177,7 +177,7 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
     args = vmm_arguments(restore, f);
     CHECK(has("--restore", "/s/sandboxes/sbx_0/memory.snap"));
     CHECK(has("--restore-mode", "private"));
-    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2"));
+    CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2,backing=on"));
     CHECK(std::find(args.begin(), args.end(), "--kernel") == args.end());
     CHECK(std::find(args.begin(), args.end(), "--cmdline") == args.end());
 }

@@ -44,7 +44,7 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
                 fmt::format("{} sbx.token={}", kCmdline, spec.token)};
     }
     const std::vector<std::string> host_side = {
-        "--disk",    files.disk(),
+        "--disk",    files.disk() + ",backing=on",  // an overlay sbxd made on its own image or layer
         "--vsock",   fmt::format("cid={},uds={}", spec.cid, files.vsock_socket()),
         "--control", files.control_socket(),
         "--snapshot-dir", files.dir(),
