@@ -311,7 +311,9 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
     SandboxRecord wanted = *s;
     if (request.size) {
         api::CreateRequest shape_request;
-        shape_request.size = request.size;
+        // The string, not the optional: GCC 12 at -O1 (the ASan build)
+        // warns that copying the optional reads it uninitialized.
+        shape_request.size = *request.size;
         shape_request.disk_gib = s->disk_gib;
         auto shape = api::resolve_shape(shape_request, config_.limits);
         if (!shape) {
