@@ -40,15 +40,6 @@ Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request
     return std::optional<IdempotencyClaim>(IdempotencyClaim{std::string(key), sha256_hex(body->dump())});
 }
 
-std::string query_value(const Request& request, std::string_view name) {
-    for (const auto& [key, value] : request.query) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return {};
-}
-
 Result<void> no_query(const Request& request) {
     if (!request.query.empty()) {
         return api::invalid_argument(
@@ -347,7 +338,7 @@ Response ApiService::list_snapshots(const Request& request, const PathParams&) c
 
 Response ApiService::list_events(const Request& request, const PathParams&) const {
     std::int64_t after = 0;
-    std::string after_text = query_value(request, "after");
+    std::string after_text(request.query_value("after"));
     for (const auto& [key, value] : request.query) {
         if (key != "after") {
             return Response::error(

@@ -53,6 +53,15 @@ Result<bool> flag_param(const std::map<std::string, std::string, std::less<>>& p
     return api::invalid_argument(fmt::format("{} must be true or false", name));
 }
 
+// The path of a route whose only query parameter is `path`.
+Result<std::string> only_path(const http::Request& request) {
+    auto query = query_params(request, {"path"});
+    if (!query) {
+        return query.error();
+    }
+    return path_param(*query);
+}
+
 const char* kind_name(std::string_view kind) {
     return kind == "file" ? "file" : kind == "dir" ? "dir" : kind == "symlink" ? "symlink" : "other";
 }
@@ -60,11 +69,7 @@ const char* kind_name(std::string_view kind) {
 }  // namespace
 
 Response GuestRoutes::get_file(const Request& request, const PathParams& params) const {
-    auto query = query_params(request, {"path"});
-    if (!query) {
-        return Response::error(query.error(), request.request_id);
-    }
-    auto path = path_param(*query);
+    auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }
@@ -142,8 +147,7 @@ Response GuestRoutes::put_file(const Request& request, const PathParams& params)
 }
 
 Response GuestRoutes::stat_file(const Request& request, const PathParams& params) const {
-    auto query = query_params(request, {"path"});
-    auto path = query ? path_param(*query) : Result<std::string>(query.error());
+    auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }
@@ -165,8 +169,7 @@ Response GuestRoutes::stat_file(const Request& request, const PathParams& params
 }
 
 Response GuestRoutes::list_files(const Request& request, const PathParams& params) const {
-    auto query = query_params(request, {"path"});
-    auto path = query ? path_param(*query) : Result<std::string>(query.error());
+    auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }

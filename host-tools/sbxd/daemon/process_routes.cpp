@@ -89,15 +89,6 @@ Result<int> parse_signal(const json& value) {
     return api::invalid_argument("signal must be a name (TERM, SIGKILL, ...) or a number 1 to 64");
 }
 
-std::string_view query(const http::Request& request, std::string_view name) {
-    for (const auto& [key, value] : request.query) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return {};
-}
-
 }  // namespace
 
 Response GuestRoutes::list_processes(const Request& request, const PathParams& params) const {
@@ -137,8 +128,13 @@ Response GuestRoutes::get_process(const Request& request, const PathParams& para
     const std::uint64_t end = status->value("end_offset", std::uint64_t{0});
     const std::uint64_t first = status->value("first_offset", std::uint64_t{0});
     std::string tail;
+    // Bounded whatever the guest's agent sends: only the last kTailBytes
+    // are kept as they come.
     auto sink = [&tail](agent::Channel, std::uint64_t, std::span<const std::uint8_t> data) {
         tail.append(reinterpret_cast<const char*>(data.data()), data.size());
+        if (tail.size() > 2 * kTailBytes) {
+            tail.erase(0, tail.size() - kTailBytes);
+        }
     };
     auto attached = agent::attach(**client, proc, std::max(first, end > kTailBytes ? end - kTailBytes : 0), false, sink);
     if (!attached) {
@@ -162,15 +158,17 @@ Response GuestRoutes::get_process(const Request& request, const PathParams& para
 Response GuestRoutes::process_output(const Request& request, const PathParams& params) const {
     const std::string id = params.at("id");
     const std::string proc = params.at("proc");
+    // ?offset=, else a reconnecting EventSource's Last-Event-ID (the id
+    // of each event is the offset after it).
+    std::string_view offset_name = "offset";
+    std::string_view offset_text = request.query_value(offset_name);
+    if (offset_text.empty()) {
+        offset_name = "Last-Event-ID";
+        offset_text = request.header(offset_name);
+    }
     std::uint64_t offset = 0;
-    if (auto text = query(request, "offset"); !text.empty()) {
-        auto parsed = parse_offset(text, "offset");
-        if (!parsed) {
-            return Response::error(parsed.error(), request.request_id);
-        }
-        offset = *parsed;
-    } else if (auto last = request.header("Last-Event-ID"); !last.empty()) {
-        auto parsed = parse_offset(last, "Last-Event-ID");
+    if (!offset_text.empty()) {
+        auto parsed = parse_offset(offset_text, offset_name);
         if (!parsed) {
             return Response::error(parsed.error(), request.request_id);
         }

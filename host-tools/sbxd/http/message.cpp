@@ -8,6 +8,15 @@
 
 namespace sbx::sbxd::http {
 
+std::string_view Request::query_value(std::string_view name) const {
+    for (const auto& [key, value] : query) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return {};
+}
+
 std::string_view Request::header(std::string_view name) const {
     auto same = [&](const std::string& candidate) {
         return candidate.size() == name.size() &&

@@ -37,6 +37,8 @@ struct Request {
 
     // The first header of that name (case-insensitive, RFC 9110 §5.1), or "".
     [[nodiscard]] std::string_view header(std::string_view name) const;
+    // The first query parameter of that name, or "".
+    [[nodiscard]] std::string_view query_value(std::string_view name) const;
 };
 
 // Produces a streamed response body on a thread of its own; it returns
