@@ -138,7 +138,16 @@ Result<Vm> System::create_vm() const {
     if (!msrs) {
         return msrs.error();
     }
-    int raw = ::ioctl(fd_.get(), KVM_CREATE_VM, 0);
+    // KVM_CREATE_VM can fail with EINTR (seen once under the nested harness:
+    // an interrupted set-up of the VM, nothing created); QEMU's kvm_init
+    // retries it the same way. Bounded, so that an endless EINTR is reported.
+    int raw = -1;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        raw = ::ioctl(fd_.get(), KVM_CREATE_VM, 0);
+        if (raw >= 0 || errno != EINTR) {
+            break;
+        }
+    }
     if (raw < 0) {
         return sys_error("KVM_CREATE_VM");
     }
