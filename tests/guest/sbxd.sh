@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Guest test: sbxd end to end on the default image (level-1 side:
-# sbxd_session.sh): create, exec, stop with memory, resume with the same
-# processes, fork, a kill -9 of sbxd and the restart that adopts the VMMs,
-# delete — driven only over sbxd's Unix socket with curl.
-# Usage: sbxd.sh SOURCE_ROOT BUILD_ROOT
+# Guest test: sbxd end to end on the default image, in one level-1 boot
+# (level-1 side: sbxd/session.sh and its parts, sbxd/*.sh): create, exec,
+# stop with memory, resume with the same processes, fork, a kill -9 of sbxd
+# and the restart that adopts the VMMs, delete — driven only over sbxd's
+# Unix socket with curl and sbx.
+# Usage: sbxd.sh SOURCE_ROOT BUILD_ROOT   (SBXD_PARTS="a b": only those parts)
 set -euo pipefail
 src=$1 build=$2
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -14,12 +15,14 @@ src=$1 build=$2
 need_cmd curl "the test talks to sbxd through it"
 SBX_TEST_AGENT=real agent_prepare "sbxd-lifecycle"
 ctl=$build/host-tools/sbx-agentctl
-for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/vmm/process/sbx-vmm"; do
+for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$build/vmm/process/sbx-vmm"; do
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs
-run_nested "$work/out" --cpus 2 --timeout 2400 -- /bin/bash "$src/tests/guest/sbxd_session.sh" \
-  "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
+run_nested "$work/out" --cpus 2 --timeout 2400 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
+  "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/vmm/process/sbx-vmm" "$ctl" \
+  "$build/host-tools/sbx/sbx" "$work" \
+  ${SBXD_PARTS:-}
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SBXD' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2

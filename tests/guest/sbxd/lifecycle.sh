@@ -1,74 +1,11 @@
-#!/usr/bin/env bash
-# Level-1 side of the sbxd lifecycle test (sbxd.sh runs it through
-# tests/nested). Starts the real sbxd (state in level 1's tmpfs, images in
-# an images/build-shaped folder) and drives it only over its Unix socket
-# with curl: create on the default image, an exec in it through the agent
-# (sbx-agentctl with the address in the sandbox folder's vmm.json), a
-# counting process, stop with memory, resume (memoryRestored, same PID,
-# counting on), a create from the warm template the first create had
-# built, fork count 2 (two running children with the parent's
-# process and their own tokens and CIDs), kill -9 of sbxd and a restart
-# that adopts every VMM, then delete (no VMM, folder or layer left).
-# One "ok: ..." or "FAIL: ..." line per check; exit status: failures.
-# Usage: sbxd_session.sh KERNEL ROOTFS_TAR SBXD SBX_VMM AGENTCTL LOGDIR
-set -uo pipefail
-kernel=$1 image_tar=$2 sbxd=$3 vmm=$4 ctl=$5 logdir=$6
-here=$(cd "$(dirname "$0")" && pwd)
-failures=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 600)'"; fi; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-# shellcheck source=SCRIPTDIR/wait_lib.sh
-. "$here/wait_lib.sh"  # wait_until, wait_counter
-
-w=$(mktemp -d /tmp/sbxd-session.XXXXXX)
-state=$w/state sock=$w/sbxd.sock
-sbxd_pid=
-trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; rm -rf "$w"' EXIT
-
-# An images/build cache with the kernel and the unpacked default image.
-mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
-ln -s "$kernel" "$w/images/kernel/k/vmlinux"
-tar -C "$w/images/rootfs/r" -xSf "$image_tar" || { echo "FAIL: unpacking $image_tar"; exit 1; }
-touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
-
-starts=0
-start_sbxd() {
-  starts=$((starts + 1))
-  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" \
-    2>"$logdir/sbxd.$starts.log" &
-  sbxd_pid=$!
-  for _ in $(seq 300); do
-    curl -sf --unix-socket "$sock" http://sbxd/v1/health >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "FAIL: sbxd did not answer"; cat "$logdir/sbxd.$starts.log"; exit 1
-}
-# api METHOD PATH [BODY]: the reply's body in $body, its status in $code.
-api() {
-  local out
-  out=$(curl -sS --unix-socket "$sock" -X "$1" "http://sbxd$2" -H 'Content-Type: application/json' \
-    ${3:+--data "$3"} -w '\n%{http_code}' --max-time 1500)
-  body=$(printf '%s\n' "$out" | sed '$d') code=$(printf '%s\n' "$out" | tail -n 1)
-}
-# py EXPR: EXPR over the JSON body as b.
-py() { printf '%s' "$body" | /usr/bin/python3 -c "import json,sys; b=json.load(sys.stdin); print($1)"; }
-vmm_field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
-  "$state/sandboxes/$1/vmm.json" "$2"; }
-# agent ID ARGS: sbx-agentctl on sandbox ID at the address in its folder.
-agent() {
-  local id=$1; shift
-  SBX_AGENT_UDS=$(vmm_field "$id" uds) SBX_AGENT_TOKEN=$(vmm_field "$id" token) "$ctl" "$@"
-}
-counter_of() { agent "$1" exec -- cat /tmp/counter; }
-counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
-# The sandboxes' VMMs (a warm template's build is another).
-vmm_count() { pgrep -f -- "--snapshot-dir $state/sandboxes/" | grep -c .; }
-
-start_sbxd
-echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
+# sbxd part "lifecycle" (sourced by session.sh, sbxd running): create on
+# the default image, an exec in it through the agent, a counting process,
+# stop with memory, resume (memoryRestored, same PID, counting on), a create
+# from the warm template the first create had built, fork count 2 (two
+# running children with the parent's process and their own tokens and
+# CIDs), kill -9 of sbxd and a restart that adopts every VMM, then delete
+# (no VMM, folder or layer left).
+# shellcheck shell=bash
 
 # 1. Create: a cold boot of the default image to agent-ready.
 t=$(now)
@@ -168,7 +105,3 @@ check "a deleted sandbox is gone" 404 "$code"
 check "no VMM left" 0 "$(vmm_count)"
 check "no sandbox folder left" 0 "$(ls "$state/sandboxes" | grep -c .)"
 check "no layer left" 0 "$(ls "$state/layers" 2>/dev/null | grep -c .)"
-kill "$sbxd_pid"; wait "$sbxd_pid"
-check "sbxd exits 0 on SIGTERM" 0 "$?"
-echo "SBXD-SESSION-FAILURES: $failures"
-exit "$failures"

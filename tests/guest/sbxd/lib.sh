@@ -1,0 +1,47 @@
+# Helpers for the sbxd guest test's parts (sourced by session.sh on level
+# 1): checks, starting sbxd, calling its API over the Unix socket with curl,
+# and reaching a sandbox's agent with sbx-agentctl.
+# Needs: $sbxd $vmm $ctl $sbx $state $sock $w $logdir set by the caller.
+# shellcheck shell=bash
+failures=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 600)'"; fi; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+starts=0
+start_sbxd() {
+  starts=$((starts + 1))
+  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" \
+    2>"$logdir/sbxd.$starts.log" &
+  sbxd_pid=$!
+  for _ in $(seq 300); do
+    curl -sf --unix-socket "$sock" http://sbxd/v1/health >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "FAIL: sbxd did not answer"; cat "$logdir/sbxd.$starts.log"; exit 1
+}
+# api METHOD PATH [BODY]: the reply's body in $body, its status in $code.
+api() {
+  local out
+  out=$(curl -sS --unix-socket "$sock" -X "$1" "http://sbxd$2" -H 'Content-Type: application/json' \
+    ${3:+--data "$3"} -w '\n%{http_code}' --max-time 1500)
+  body=$(printf '%s\n' "$out" | sed '$d') code=$(printf '%s\n' "$out" | tail -n 1)
+}
+# py EXPR: EXPR over the JSON body as b.
+py() { printf '%s' "$body" | /usr/bin/python3 -c "import json,sys; b=json.load(sys.stdin); print($1)"; }
+vmm_field() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
+  "$state/sandboxes/$1/vmm.json" "$2"; }
+# agent ID ARGS: sbx-agentctl on sandbox ID at the address in its folder.
+agent() {
+  local id=$1; shift
+  SBX_AGENT_UDS=$(vmm_field "$id" uds) SBX_AGENT_TOKEN=$(vmm_field "$id" token) "$ctl" "$@"
+}
+counter_of() { agent "$1" exec -- cat /tmp/counter; }
+counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
+# The sandboxes' VMMs (a warm template's build is another).
+vmm_count() { pgrep -f -- "--snapshot-dir $state/sandboxes/" | grep -c .; }
+
+# sbxc ARGS: the sbx command line against this sbxd (piped: JSON).
+sbxc() { SBX_HOST=unix:$sock "$sbx" "$@"; }

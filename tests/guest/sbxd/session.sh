@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Level-1 side of the sbxd guest test (tests/guest/sbxd.sh runs it through
+# tests/nested). Starts the real sbxd (state in level 1's tmpfs, images in
+# an images/build-shaped folder) and runs the test's parts in one level-1
+# boot, one after another against the same sbxd, so that later parts create
+# from the warm template the first create built. A part is
+# tests/guest/sbxd/PART.sh, sourced with lib.sh's helpers; it leaves no
+# sandbox behind. PARTS (default: every part, lifecycle first) picks some.
+# One "ok: ..." or "FAIL: ..." line per check; exit status: failures.
+# Usage: session.sh KERNEL ROOTFS_TAR SBXD SBX_VMM AGENTCTL SBX LOGDIR [PART...]
+set -uo pipefail
+kernel=$1 image_tar=$2 sbxd=$3 vmm=$4 ctl=$5 sbx=$6 logdir=$7
+shift 7
+here=$(cd "$(dirname "$0")" && pwd)
+parts=("$@")
+if [ ${#parts[@]} -eq 0 ]; then
+  parts=(lifecycle)
+  for f in "$here"/*.sh; do
+    p=$(basename "$f" .sh)
+    case $p in lib | session | lifecycle) ;; *) parts+=("$p") ;; esac
+  done
+fi
+# shellcheck source=SCRIPTDIR/../wait_lib.sh
+. "$here/../wait_lib.sh"  # wait_until, wait_counter
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$here/lib.sh"
+
+w=$(mktemp -d /tmp/sbxd-session.XXXXXX)
+state=$w/state sock=$w/sbxd.sock
+sbxd_pid=
+trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; rm -rf "$w"' EXIT
+
+# An images/build cache with the kernel and the unpacked default image.
+mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
+ln -s "$kernel" "$w/images/kernel/k/vmlinux"
+tar -C "$w/images/rootfs/r" -xSf "$image_tar" || { echo "FAIL: unpacking $image_tar"; exit 1; }
+touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
+
+start_sbxd
+echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
+for part in "${parts[@]}"; do
+  [ -f "$here/$part.sh" ] || { bad "no part $part"; continue; }
+  echo "SBXD-PART: $part"
+  t_part=$(now)
+  # shellcheck source=/dev/null
+  . "$here/$part.sh"
+  echo "SBXD-TIME: part $part $(elapsed "$t_part") s"
+done
+kill "$sbxd_pid"; wait "$sbxd_pid"
+check "sbxd exits 0 on SIGTERM" 0 "$?"
+echo "SBXD-SESSION-FAILURES: $failures"
+exit "$failures"
