@@ -12,6 +12,7 @@ constexpr Transition kTransitions[] = {
     {S::Creating, S::Running},   // agent ready
     {S::Creating, S::Crashed},   // boot or restore failed; the disk stays for inspection
     {S::Creating, S::Deleting},  // an unfinished create rolled back after a restart
+    {S::Creating, S::Stopped},   // a resume cut short before its VMM started, after a restart
     {S::Running, S::Stopping},   // stop, auto-stop (TTL), idle pause
     {S::Running, S::Crashed},    // the VMM exited on its own
     {S::Running, S::Deleting},  {S::Stopping, S::Stopped},  // a user stop or TTL deadline

@@ -22,7 +22,8 @@ TEST_CASE("exactly the listed pairs are allowed, over every pair of states") {
     // The lifecycle spelled out pair by pair (product.md §2, docs/sbxd.md):
     // a second, independent statement of the table.
     const std::set<std::pair<std::string, std::string>> expected = {
-        {"creating", "running"}, {"creating", "crashed"}, {"creating", "deleting"}, {"running", "stopping"},
+        {"creating", "running"}, {"creating", "crashed"}, {"creating", "deleting"}, {"creating", "stopped"},
+        {"running", "stopping"},
         {"running", "crashed"},  {"running", "deleting"}, {"stopping", "stopped"},  {"stopping", "paused"},
         {"stopping", "crashed"}, {"stopped", "creating"}, {"stopped", "deleting"},  {"paused", "creating"},
         {"paused", "stopped"},   {"paused", "deleting"},  {"crashed", "creating"},  {"crashed", "deleting"},

@@ -256,7 +256,7 @@ TEST_CASE("a VMM that exits at once fails the create without waiting for the dea
     CHECK(fx.store->list_sandboxes({})->size() == 1);  // refused before any row
 }
 
-TEST_CASE("recover(): gone VMMs crash, unfinished creates roll back, finished stops are kept") {
+TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back, stops and deletes finish") {
     Fixture fx;
     auto add = [&](const std::string& id, SandboxState state, std::optional<VmmProcess> vmm, bool started) {
         SandboxRecord s;
@@ -278,6 +278,9 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates roll back, finished st
         if (state == SandboxState::Stopping) {
             to(SandboxState::Stopping, vmm);
         }
+        if (state == SandboxState::Deleting) {
+            to(SandboxState::Deleting, std::nullopt);
+        }
         if (state == SandboxState::Creating && started) {
             to(SandboxState::Stopping, std::nullopt);
             to(SandboxState::Stopped, std::nullopt);
@@ -296,7 +299,16 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates roll back, finished st
     add("sbx_running_gone", SandboxState::Running, VmmProcess{999'999'999, 5, "/x"}, true);
     add("sbx_running_impostor", SandboxState::Running, *impostor, true);
     auto unfinished = add("sbx_half_created", SandboxState::Creating, std::nullopt, false);
-    add("sbx_half_resumed", SandboxState::Creating, std::nullopt, true);
+    auto resumed_early = add("sbx_half_resumed", SandboxState::Creating, std::nullopt, true);
+    write_file(resumed_early.memory(), "memory");
+    auto resumed_late = add("sbx_resumed_launched", SandboxState::Creating, VmmProcess{999'999'999, 5, "/x"}, true);
+    write_file(resumed_late.memory(), "memory");
+    auto deleting = add("sbx_half_deleted", SandboxState::Deleting, std::nullopt, true);
+    // A VMM nobody recorded: a process with a --snapshot-dir in this state dir.
+    auto stray = spawn_process({"/bin/sh",
+                                {"-c", "sleep 600", "--snapshot-dir", fx.state + "/sandboxes/sbx_never_recorded"},
+                                fx.dir.path + "/stray.log"});
+    REQUIRE(stray.has_value());
     auto saved = add("sbx_stop_saved", SandboxState::Stopping, VmmProcess{999'999'999, 5, "/x"}, true);
     write_file(saved.memory(), "memory");
     add("sbx_stop_unsaved", SandboxState::Stopping, VmmProcess{999'999'999, 5, "/x"}, true);
@@ -311,7 +323,13 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates roll back, finished st
     CHECK_FALSE(is_same_process_alive(*impostor));
     CHECK(fx.store->get_sandbox("sbx_half_created").error().code == "not_found");
     CHECK_FALSE(fs::exists(unfinished.dir()));
-    CHECK(state_of("sbx_half_resumed") == SandboxState::Crashed);
+    CHECK(state_of("sbx_half_resumed") == SandboxState::Stopped);  // no VMM ran from its memory
+    CHECK(fs::exists(resumed_early.memory()));
+    CHECK(state_of("sbx_resumed_launched") == SandboxState::Crashed);
+    CHECK_FALSE(fs::exists(resumed_late.memory()));  // stale once a guest ran from it
+    CHECK(fx.store->get_sandbox("sbx_half_deleted").error().code == "not_found");
+    CHECK_FALSE(fs::exists(deleting.dir()));
+    CHECK_FALSE(is_same_process_alive(*stray));
     CHECK(state_of("sbx_stop_saved") == SandboxState::Stopped);
     CHECK(state_of("sbx_stop_unsaved") == SandboxState::Crashed);
     CHECK_FALSE(fx.store->get_sandbox("sbx_stop_saved")->vmm.has_value());

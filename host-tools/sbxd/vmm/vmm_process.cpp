@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
@@ -121,6 +125,42 @@ void kill_process_group(const VmmProcess& process) {
     // anything it started too.
     ::kill(-static_cast<pid_t>(process.pid), SIGKILL);
     (void)wait_process_end(process, std::chrono::seconds(10));
+}
+
+std::vector<FoundProcess> find_processes_with_argument(std::string_view flag, std::string_view prefix) {
+    std::vector<FoundProcess> found;
+    const uid_t me = ::getuid();
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        struct stat st{};
+        if (::stat(it->path().c_str(), &st) != 0 || st.st_uid != me) {
+            continue;
+        }
+        std::ifstream in(it->path() / "cmdline", std::ios::binary);
+        const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // NUL-separated arguments (proc(5)).
+        std::vector<std::string_view> args;
+        for (std::size_t at = 0; at < cmdline.size();) {
+            const std::size_t nul = cmdline.find('\0', at);
+            const std::size_t stop = nul == std::string::npos ? cmdline.size() : nul;
+            args.emplace_back(cmdline.data() + at, stop - at);
+            at = stop + 1;
+        }
+        for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+            if (args[i] == flag && args[i + 1].starts_with(prefix)) {
+                const auto pid = static_cast<pid_t>(std::stol(name));
+                if (auto start = process_start_time(pid); start) {
+                    found.push_back({VmmProcess{pid, *start, {}}, std::string(args[i + 1])});
+                }
+                break;
+            }
+        }
+    }
+    return found;
 }
 
 std::string describe(const ProcessEnd& end) {

@@ -48,6 +48,18 @@ struct ProcessEnd {
 // process now.
 void kill_process_group(const VmmProcess& process);
 
+// A process found by its command line.
+struct FoundProcess {
+    VmmProcess process;  // pid and start time; no control socket
+    std::string value;   // the argument after the flag
+};
+
+// This user's processes whose command line (/proc/PID/cmdline) has `flag`
+// followed by an argument that starts with `prefix`: after a restart, the
+// VMMs an earlier sbxd started but did not live to record.
+[[nodiscard]] std::vector<FoundProcess> find_processes_with_argument(std::string_view flag,
+                                                                     std::string_view prefix);
+
 // "exit code N", "signal N" or "ended" (an adopted process's end is not ours to see).
 [[nodiscard]] std::string describe(const ProcessEnd& end);
 

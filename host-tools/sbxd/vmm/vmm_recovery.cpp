@@ -1,5 +1,7 @@
 // What a starting sbxd finds (docs/sbxd.md, "Restart"), and the watch
 // for VMMs that end on their own while their sandbox runs.
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include "base/log.hpp"
@@ -10,9 +12,37 @@
 
 namespace sbx::sbxd {
 
+namespace {
+
+// The VMM of an adopted sandbox runs its guest: a fork or stop cut short
+// after its memory snapshot left it paused (docs/vmm-control.md, status).
+void keep_running(const std::string& id, const VmmProcess& process) {
+    auto status = control_call(process.control_socket, {{"op", "status"}}, std::chrono::seconds(5));
+    if (status && status->value("state", "") == "paused") {
+        log::info("sandbox {}: its VMM was left paused; resuming it", id);
+        if (auto resumed = control_call(process.control_socket, {{"op", "resume"}}); !resumed) {
+            log::warn("sandbox {}: resuming its VMM: {}", id, resumed.error().to_string());
+        }
+    }
+}
+
+std::string without_trailing_slash(std::string path) {
+    while (path.size() > 1 && path.back() == '/') {
+        path.pop_back();
+    }
+    return path;
+}
+
+}  // namespace
+
 Result<int> VmmDriver::recover() {
-    auto sandboxes =
-        store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+    // Every VMM an earlier sbxd started under this state dir, recorded or
+    // not (it may have died between the spawn and the write of vmm.json).
+    const std::string state_dir = without_trailing_slash(config_.state_dir);
+    std::vector<FoundProcess> found = find_processes_with_argument("--snapshot-dir", state_dir + "/");
+    std::set<std::int64_t> adopted_pids;
+    auto sandboxes = store_.list_sandboxes(
+        {{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping, SandboxState::Deleting}});
     if (!sandboxes) {
         return sandboxes.error();
     }
@@ -29,9 +59,14 @@ Result<int> VmmDriver::recover() {
             control_call(process->control_socket, {{"op", "status"}}, std::chrono::seconds(5)) &&
             cids_.reserve(vmm_file->cid)) {
             log::info("sandbox {}: adopted its VMM (pid {})", s.id, process->pid);
+            keep_running(s.id, *process);
+            adopted_pids.insert(process->pid);
             ++adopted;
             continue;
         }
+        const bool launched = (process && process->pid > 0) ||
+                              std::any_of(found.begin(), found.end(),
+                                          [&](const FoundProcess& p) { return p.value == f.dir(); });
         end_vmm(f, process, false);
         const UnixMillis now = clock_();
         Result<SandboxRecord> changed = make_error("unset");
@@ -44,8 +79,22 @@ Result<int> VmmDriver::recover() {
             log::info("sandbox {}: finishing a stop ({})", s.id, saved ? "memory saved" : "no memory: crashed");
             changed =
                 store_.change_state(s.id, {saved ? SandboxState::Stopped : SandboxState::Crashed, now, std::nullopt});
+        } else if (s.state == SandboxState::Deleting) {
+            log::info("sandbox {}: finishing a delete", s.id);
+            (void)f.remove();
+            if (auto gone = store_.delete_sandbox(s.id, now); !gone) {
+                log::warn("sandbox {}: {}", s.id, gone.error().to_string());
+            }
+            continue;
+        } else if (s.started_at && !launched && f.has_memory()) {
+            // No VMM ran from the memory: disk and memory still agree.
+            log::info("sandbox {}: a resume cut short before its VMM started; stopped, memory kept", s.id);
+            changed = store_.change_state(s.id, {SandboxState::Stopped, now, std::nullopt});
         } else if (s.started_at) {
+            // A guest ran from the memory and may have written the disk since:
+            // that memory must never be restored again.
             log::warn("sandbox {}: a resume was cut short; crashed, disk kept", s.id);
+            ::unlink(f.memory().c_str());
             changed = store_.change_state(s.id, {SandboxState::Crashed, now, std::nullopt});
         } else {
             log::info("sandbox {}: rolling back a create that never finished", s.id);
@@ -59,6 +108,14 @@ Result<int> VmmDriver::recover() {
         }
         if (!changed) {
             log::warn("sandbox {}: {}", s.id, changed.error().to_string());
+        }
+    }
+    // Whatever runs still and no sandbox adopted (an unrecorded spawn, a
+    // deleted sandbox's, a template build's) belongs to nobody now.
+    for (const auto& p : found) {
+        if (!adopted_pids.contains(p.process.pid) && is_same_process_alive(p.process)) {
+            log::warn("killing a VMM no sandbox owns (pid {}, {})", p.process.pid, p.value);
+            kill_process_group(p.process);
         }
     }
     collect_layers();
