@@ -97,13 +97,13 @@ std::string default_images_dir() {
 }
 
 // sbx-vmm: beside sbxd (an install), in the build tree sbxd was built in
-// (build/host-tools/sbxd/sbxd -> build/vmm/process/sbx-vmm), else on PATH.
+// (build/host-tools/sbxd/sbxd -> build/host-tools/sbx-vmm/sbx-vmm), else on PATH.
 std::string default_vmm_path() {
     std::error_code ec;
     auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (!ec) {
         for (const auto& candidate : {self.parent_path() / "sbx-vmm",
-                                      self.parent_path().parent_path().parent_path() / "vmm/process/sbx-vmm"}) {
+                                      self.parent_path().parent_path().parent_path() / "host-tools/sbx-vmm/sbx-vmm"}) {
             if (::access(candidate.c_str(), X_OK) == 0) {
                 return candidate.string();
             }

@@ -5,7 +5,7 @@
 set -euo pipefail
 src=$1 build=$2 case=$3
 . "$src/tests/lib.sh"
-vmm="$build/vmm/process/sbx-vmm"
+vmm="$build/host-tools/sbx-vmm/sbx-vmm"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -62,7 +62,7 @@ agent_image() {
 # reads a log that was never written.
 agent_run() {
   run_nested "$work/out" --timeout 1700 -- /usr/bin/python3 "$src/tests/guest/agent_run.py" \
-    --kernel "$kernel" --image "$image" --sbx-vmm "$build/vmm/process/sbx-vmm" --logdir "$work" "$@"
+    --kernel "$kernel" --image "$image" --sbx-vmm "$build/host-tools/sbx-vmm/sbx-vmm" --logdir "$work" "$@"
   expect_status 0 "level 1 ran agent_run.py to the end, every VMM exited 0"
 }
 

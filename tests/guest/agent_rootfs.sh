@@ -34,7 +34,7 @@ if [ "${SBX_TEST_FIXTURES:-1}" != 0 ]; then
   fixture_args=("$fixture_dir" "$fixture_new")
 fi
 run_nested "$work/out" --timeout 1700 -- /bin/bash "$src/tests/guest/agent_session.sh" \
-  "$kind" "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work" "${fixture_args[@]}"
+  "$kind" "$kernel" "$image" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" "$work" "${fixture_args[@]}"
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^AGENT-|^FIXTURE|^fixture|^copied' || true
 [ "$status" -eq 0 ] && [ ${#fixture_args[@]} -gt 0 ] && fixture_publish
 if [ "$status" -ne 0 ]; then

@@ -19,7 +19,7 @@ trap 'rm -f "$out"' EXIT
 # (TCG-emulated SVM under oversubscription); no retry hides a failure.
 l1_cpus=$((cpus > 2 ? cpus : 2))
 run_nested "$out" --cpus "$l1_cpus" --timeout 600 -- \
-  "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
+  "$build/host-tools/sbx-vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --memory 256
 expect_status 0 "sbx-vmm exited 0 after the guest rebooted"
 expect_contains "$log" "SBX-BOOTED" "guest reached userspace"
 expect_contains "$log" "SBX-UNAME: Linux" "guest ran uname"

@@ -63,7 +63,7 @@ fixture_cpu_identity() {
 # What the key covers, one line each (a failed hash fails the manifest).
 fixture_manifest() {
   local name=$1 memory=$2 kind=$3 vmm_hash
-  vmm_hash=$(fixture_elf_hash "$build/vmm/process/sbx-vmm") || return 1
+  vmm_hash=$(fixture_elf_hash "$build/host-tools/sbx-vmm/sbx-vmm") || return 1
   echo "fixture $name memory=$memory kind=$kind format=1"
   echo "sbx-vmm $vmm_hash"
   # images/build entries are content-addressed: their paths are their keys.
@@ -77,7 +77,7 @@ fixture_manifest() {
 fixture_prepare() {
   local name=$1 memory=$2 kind=${3:-initrd} manifest
   command -v objcopy >/dev/null || fail "fixtures need objcopy (binutils)"
-  manifest=$(fixture_manifest "$name" "$memory" "$kind") || fail "fixture: cannot hash $build/vmm/process/sbx-vmm"
+  manifest=$(fixture_manifest "$name" "$memory" "$kind") || fail "fixture: cannot hash $build/host-tools/sbx-vmm/sbx-vmm"
   fixture_dir="$(fixture_cache_root)/$name-$(printf '%s\n' "$manifest" | sha256sum | cut -c1-24)"
   fixture_new="$work/fixture.new"
   rm -rf "$fixture_new"

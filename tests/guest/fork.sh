@@ -20,7 +20,7 @@ agent_image minimal
 # (recursive page faults from error_entry in sbx-vmm's KVM_RUN: its GS base
 # was wrong after a VM exit); the SMP boot flake needs the same condition.
 run_nested "$work/out" --cpus 4 --timeout 1700 -- /bin/bash "$src/tests/guest/fork_session.sh" \
-  "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
+  "$kernel" "$image" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" "$work"
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^FORK|^CLOCK' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2

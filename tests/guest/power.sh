@@ -41,7 +41,7 @@ echo c >/proc/sysrq-trigger
 HOOK
 "$src/tests/guest/make-initrd" "$initrd" "$work/panic-hook" "$work/panic.cpio.gz"
 
-vmm=$build/vmm/process/sbx-vmm
+vmm=$build/host-tools/sbx-vmm/sbx-vmm
 cmdline="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet"
 # Each boot's output to its own log; its status as a line of the run's output.
 cat >"$work/session" <<SESSION

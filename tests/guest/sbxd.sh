@@ -15,12 +15,12 @@ src=$1 build=$2
 need_cmd curl "the test talks to sbxd through it"
 SBX_TEST_AGENT=real agent_prepare "sbxd-lifecycle"
 ctl=$build/host-tools/sbx-agentctl
-for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$build/vmm/process/sbx-vmm"; do
+for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$build/host-tools/sbx-vmm/sbx-vmm"; do
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs
 run_nested "$work/out" --cpus 2 --timeout 2400 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
-  "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/vmm/process/sbx-vmm" "$ctl" \
+  "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
   ${SBXD_PARTS:-}
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SBXD' || true

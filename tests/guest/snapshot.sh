@@ -17,7 +17,7 @@ ctl=$build/host-tools/sbx-agentctl
 [ -x "$ctl" ] || fail "no $ctl (build it first)"
 agent_image minimal
 run_nested "$work/out" --timeout 1700 -- /bin/bash "$src/tests/guest/snapshot_session.sh" \
-  "$mode" "$kernel" "$image" "$build/vmm/process/sbx-vmm" "$ctl" "$work"
+  "$mode" "$kernel" "$image" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" "$work"
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SNAPSHOT|^RESTORE|^CLOCK|^ON-DISK|^VMM: |^GUEST-CLOCKSOURCE' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2

@@ -28,7 +28,7 @@ ph = struct.pack("<IIQQQQQQ", 1, 5, offset, load, load, len(code), len(code), 0x
 open(sys.argv[1], "wb").write(eh + ph + code)
 PY
 
-run_nested "$work/out" --timeout 300 -- "$build/vmm/process/sbx-vmm" --kernel "$work/ud2.elf" \
+run_nested "$work/out" --timeout 300 -- "$build/host-tools/sbx-vmm/sbx-vmm" --kernel "$work/ud2.elf" \
   --memory 128 --console none
 expect_status 2 "a triple-faulting guest ends sbx-vmm with status 2"
 expect_contains "$log" "triple fault" "the exit reason is named"

@@ -51,7 +51,7 @@ virtio_run() {
   local vmm=$1
   shift
   local vmm_args=(--vmm "$vmm")
-  [ "$vmm" = sbx ] && vmm_args+=(--sbx-vmm "$build/vmm/process/sbx-vmm")
+  [ "$vmm" = sbx ] && vmm_args+=(--sbx-vmm "$build/host-tools/sbx-vmm/sbx-vmm")
   # /usr/bin/python3 directly: a pyenv shim costs seconds under the harness.
   run_nested "$work/out" --timeout 900 -- /usr/bin/python3 "$src/tests/guest/vmrun.py" \
     "${vmm_args[@]}" --kernel "$kernel" --initrd "$initrd" --tools "$tools" --timeout 700 "$@"

@@ -33,7 +33,7 @@ append+=${SBX_LIFETIMES_APPEND:+ $SBX_LIFETIMES_APPEND}
 start_vm() {
   case $vmm in
     sbx)
-      "$build/vmm/process/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$1" --memory 256 \
+      "$build/host-tools/sbx-vmm/sbx-vmm" --kernel "$kernel" --initrd "$initrd" --cpus "$1" --memory 256 \
         --cmdline "$append" --control "$w/control.sock" --console "file:$w/console.log" </dev/null >"$w/vmm.out" 2>&1 & ;;
     qemu)
       qemu-system-x86_64 -M microvm,x-option-roms=off,rtc=off,acpi=off,pit=on,pic=on \

@@ -1,12 +1,12 @@
-#include "vmm/process/control_api.hpp"
+#include "host-tools/sbx-vmm/control_api.hpp"
 
 #include <chrono>
 #include <thread>
 
 #include "base/log.hpp"
 #include "snapshot/vm_snapshot.hpp"
-#include "vmm/process/control_request.hpp"
-#include "vmm/process/control_server.hpp"
+#include "host-tools/sbx-vmm/control_request.hpp"
+#include "host-tools/sbx-vmm/control_server.hpp"
 
 namespace sbx {
 

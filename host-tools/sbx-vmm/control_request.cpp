@@ -1,4 +1,4 @@
-#include "vmm/process/control_request.hpp"
+#include "host-tools/sbx-vmm/control_request.hpp"
 
 #include <filesystem>
 #include <limits>

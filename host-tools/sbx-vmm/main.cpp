@@ -8,10 +8,10 @@
 
 #include "base/log.hpp"
 #include "snapshot/vm_snapshot.hpp"
-#include "vmm/process/control_api.hpp"
-#include "vmm/process/control_request.hpp"
-#include "vmm/process/control_server.hpp"
-#include "vmm/process/stop_signals.hpp"
+#include "host-tools/sbx-vmm/control_api.hpp"
+#include "host-tools/sbx-vmm/control_request.hpp"
+#include "host-tools/sbx-vmm/control_server.hpp"
+#include "host-tools/sbx-vmm/stop_signals.hpp"
 #include "vmm/vm_builder.hpp"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "base/unix_socket.hpp"
-#include "vmm/process/control_request.hpp"
-#include "vmm/process/control_server.hpp"
+#include "host-tools/sbx-vmm/control_request.hpp"
+#include "host-tools/sbx-vmm/control_server.hpp"
 
 using namespace sbx;
 

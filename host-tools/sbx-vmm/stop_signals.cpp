@@ -1,4 +1,4 @@
-#include "vmm/process/stop_signals.hpp"
+#include "host-tools/sbx-vmm/stop_signals.hpp"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "vmm/process/control_server.hpp"
+#include "host-tools/sbx-vmm/control_server.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
