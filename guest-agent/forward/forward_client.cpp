@@ -203,23 +203,13 @@ Result<ReverseForwarder> ReverseForwarder::start(AgentEndpoint endpoint, std::st
     }
     state->listener = std::move(*listener);
     auto unlink_on_error = [&state] { ::unlink(state->path.c_str()); };
-    auto control = AgentClient::connect(endpoint);
-    if (!control) {
+    auto listening = listen_in_guest(endpoint, guest_host, guest_port, vsock_port);
+    if (!listening) {
         unlink_on_error();
-        return control.error();
+        return listening.error();
     }
-    auto reply = control->call("listen_tcp", Json{{"host", guest_host}, {"port", guest_port}, {"host_port", vsock_port}});
-    if (!reply) {
-        unlink_on_error();
-        return reply.error();
-    }
-    auto port = reply_u64(*reply, "port", 65535);
-    if (reply_type(*reply) != "result" || !port || *port == 0) {
-        unlink_on_error();
-        return make_error("unexpected reply to listen_tcp");
-    }
-    state->guest_port = static_cast<std::uint16_t>(*port);
-    state->control.emplace(std::move(*control));
+    state->guest_port = listening->guest_port;
+    state->control.emplace(std::move(listening->control));
     State* s = state.get();
     state->acceptor = std::thread([s] {
         auto forward = [s](UniqueFd from_guest) { s->forward(std::move(from_guest)); };
@@ -227,6 +217,23 @@ Result<ReverseForwarder> ReverseForwarder::start(AgentEndpoint endpoint, std::st
         accept_connections(s->listener.get(), s->stop.fd(), s->control->stream().fd(), s->connections, forward);
     });
     return ReverseForwarder(std::move(state));
+}
+
+Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string_view guest_host,
+                                      std::uint16_t guest_port, std::uint32_t vsock_port) {
+    auto control = AgentClient::connect(endpoint);
+    if (!control) {
+        return control.error();
+    }
+    auto reply = control->call("listen_tcp", Json{{"host", guest_host}, {"port", guest_port}, {"host_port", vsock_port}});
+    if (!reply) {
+        return reply.error();
+    }
+    auto port = reply_u64(*reply, "port", 65535);
+    if (reply_type(*reply) != "result" || !port || *port == 0) {
+        return make_error("unexpected reply to listen_tcp");
+    }
+    return GuestListener{std::move(*control), static_cast<std::uint16_t>(*port)};
 }
 
 ReverseForwarder::ReverseForwarder(std::unique_ptr<State> state) : state_(std::move(state)) {}

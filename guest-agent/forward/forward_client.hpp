@@ -61,6 +61,18 @@ private:
     std::unique_ptr<State> state_;
 };
 
+// listen_tcp alone: the agent listens at a guest address and joins each
+// guest connection through the VMM to host vsock port `vsock_port`, which
+// arrives at "<uds_path>_<vsock_port>" — a Unix listener the caller
+// provides (before this, so the first connection finds it). The guest
+// listener lives as long as `control` stays open.
+struct GuestListener {
+    AgentClient control;
+    std::uint16_t guest_port = 0;  // the port the guest listener is bound to
+};
+[[nodiscard]] Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string_view guest_host,
+                                                    std::uint16_t guest_port, std::uint32_t vsock_port);
+
 // Makes a host TCP service reachable inside the guest: the agent listens
 // at a guest address (listen_tcp) for as long as this object keeps its
 // connection open, and joins each guest connection through the VMM to

@@ -50,6 +50,7 @@ struct Options {
     unsigned boot_timeout_s = 600;
     std::string socket_group = "sandboxer";
     unsigned workers = 0;
+    std::vector<std::string> default_env;  // K=V
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -203,6 +204,19 @@ int serve(Store& store, const Options& options) {
     DriverConfig config{std::filesystem::absolute(options.state_dir).string(),
                         options.vmm_path.empty() ? default_vmm_path() : options.vmm_path,
                         std::filesystem::absolute(images_dir).string(), info.limits};
+    config.guest_api_socket = config.state_dir + "/guest-api.sock";
+    for (const auto& pair : options.default_env) {
+        const auto eq = pair.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            log::error("--env '{}': must be K=V", pair);
+            return kExitStartFailed;
+        }
+        config.default_env[pair.substr(0, eq)] = pair.substr(eq + 1);
+    }
+    if (auto checked = api::check_env(config.default_env); !checked) {
+        log::error("--env: {}", checked.error().to_string());
+        return kExitStartFailed;
+    }
     config.boot_timeout = std::chrono::seconds(options.boot_timeout_s);
     config.restore_timeout = std::chrono::seconds(options.boot_timeout_s);
     VmmDriver driver(store, config);
@@ -238,6 +252,13 @@ int serve(Store& store, const Options& options) {
         }
         log::info("sbxd {} listening on {}{}", kVersion, *bound,
                   address.transport == http::Transport::Tcp ? " (API key required)" : "");
+    }
+
+    // What the sandboxes' guests reach over vsock (guest_api.hpp); 0600:
+    // only the VMMs, which run as sbxd's user, connect.
+    if (auto bound = server.listen({http::Transport::Guest, config.guest_api_socket, "", 0}); !bound) {
+        log::error("{}", bound.error().to_string());
+        return kExitStartFailed;
     }
 
     asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -278,6 +299,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--socket-group", options.socket_group, "group of the Unix socket (0660) when it exists")
         ->capture_default_str();
+    app.add_option("--env", options.default_env,
+                   "K=V for every sandbox's /etc/sandboxer/env, unless it was made with noEnv; repeatable");
     app.add_option("--workers", options.workers,
                    "worker threads for request handling (default: max(4, CPUs))");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");

@@ -49,37 +49,6 @@ Result<void> check_labels(const StringMap& labels) {
     return ok();
 }
 
-// Environment names as POSIX shells take them; SANDBOXER_* is sbxd's own
-// (the identity in /etc/sandboxer/env).
-Result<void> check_env(const StringMap& env) {
-    if (env.size() > kMaxEnvVars) {
-        return invalid_argument(fmt::format("at most {} env variables, not {}", kMaxEnvVars, env.size()));
-    }
-    std::size_t bytes = 0;
-    for (const auto& [key, value] : env) {
-        bool key_ok = !key.empty() && key.size() <= 128 &&
-                      (std::isalpha(static_cast<unsigned char>(key[0])) != 0 || key[0] == '_') &&
-                      std::all_of(key.begin(), key.end(), [](char c) {
-                          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-                      });
-        if (!key_ok) {
-            return invalid_argument(
-                fmt::format("env name '{}' must be letters, digits and _, not starting with a digit", key));
-        }
-        if (key.rfind("SANDBOXER_", 0) == 0) {
-            return invalid_argument(fmt::format("env name '{}': SANDBOXER_ variables are set by sbxd", key));
-        }
-        if (value.find('\0') != std::string::npos) {
-            return invalid_argument(fmt::format("env {}'s value contains a NUL byte", key));
-        }
-        bytes += key.size() + value.size() + 2;
-    }
-    if (bytes > kMaxEnvBytes) {
-        return invalid_argument(fmt::format("env is {} bytes, more than {}", bytes, kMaxEnvBytes));
-    }
-    return ok();
-}
-
 Result<void> check_size_name(const std::optional<std::string>& size) {
     if (size && !find_size(*size)) {
         return invalid_argument(fmt::format("size must be small, default, large or xlarge, not '{}'", *size));
@@ -108,6 +77,45 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 }
 
 }  // namespace
+
+// Environment names as POSIX shells take them; SANDBOXER_* is sbxd's own
+// (the identity in /etc/sandboxer/env).
+Result<void> check_env(const StringMap& env) {
+    if (env.size() > kMaxEnvVars) {
+        return invalid_argument(fmt::format("at most {} env variables, not {}", kMaxEnvVars, env.size()));
+    }
+    std::size_t bytes = 0;
+    for (const auto& [key, value] : env) {
+        bool key_ok = !key.empty() && key.size() <= 128 &&
+                      (std::isalpha(static_cast<unsigned char>(key[0])) != 0 || key[0] == '_') &&
+                      std::all_of(key.begin(), key.end(), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                      });
+        if (!key_ok) {
+            return invalid_argument(
+                fmt::format("env name '{}' must be letters, digits and _, not starting with a digit", key));
+        }
+        if (key.rfind("SANDBOXER_", 0) == 0) {
+            return invalid_argument(fmt::format("env name '{}': SANDBOXER_ variables are set by sbxd", key));
+        }
+        if (value.find('\0') != std::string::npos) {
+            return invalid_argument(fmt::format("env {}'s value contains a NUL byte", key));
+        }
+        // /etc/sandboxer/env holds one KEY=VALUE per line, taken literally,
+        // and systemd's EnvironmentFile strips trailing blanks (images/README.md).
+        if (value.find_first_of("\n\r") != std::string::npos) {
+            return invalid_argument(fmt::format("env {}'s value contains a line break", key));
+        }
+        if (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
+            return invalid_argument(fmt::format("env {}'s value ends in a blank", key));
+        }
+        bytes += key.size() + value.size() + 2;
+    }
+    if (bytes > kMaxEnvBytes) {
+        return invalid_argument(fmt::format("env is {} bytes, more than {}", bytes, kMaxEnvBytes));
+    }
+    return ok();
+}
 
 bool is_valid_name(std::string_view name) {
     return !name.empty() && name.size() <= 63 && is_lower_alnum(name[0]) &&

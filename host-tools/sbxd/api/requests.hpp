@@ -65,6 +65,9 @@ struct ListQuery {
 };
 
 [[nodiscard]] Result<CreateRequest> parse_create(std::string_view body);
+// Variables for /etc/sandboxer/env: shell names, not SANDBOXER_*, values
+// without NUL or line breaks and not ending in a blank; bounded in count and size.
+[[nodiscard]] Result<void> check_env(const StringMap& env);
 [[nodiscard]] Result<StopRequest> parse_stop(std::string_view body);
 [[nodiscard]] Result<ResumeRequest> parse_resume(std::string_view body);
 [[nodiscard]] Result<ForkRequest> parse_fork(std::string_view body);

@@ -105,6 +105,8 @@ TEST_CASE("wrong types and values out of range are invalid_argument naming the f
         {R"({"env":{"1X":"y"}})", "1X"},
         {R"({"env":{"A-B":"y"}})", "A-B"},
         {R"({"env":{"SANDBOXER_TOKEN":"x"}})", "SANDBOXER_TOKEN"},
+        {R"({"env":{"X":"a\nB=c"}})", "line break"},
+        {R"({"env":{"X":"a "}})", "blank"},
         {R"({"noEnv":"yes"})", "noEnv"},
         {R"({"idleMinutes":-5})", "idleMinutes"},
         {R"({"idleMinutes":43201})", "idleMinutes"},

@@ -119,7 +119,7 @@ void ApiService::sandbox_route(std::string_view method, std::string_view pattern
 }
 
 Response ApiService::handle(Request request) const {
-    if (request.transport == http::Transport::Tcp) {
+    if (request.transport != http::Transport::Unix) {
         auto principal = authenticate_bearer(store_, request.header("Authorization"));
         if (!principal) {
             Response response = Response::error(principal.error(), request.request_id);

@@ -20,7 +20,11 @@ namespace sbx::sbxd::http {
 
 using Pairs = std::vector<std::pair<std::string, std::string>>;
 
-enum class Transport { Unix, Tcp };
+// Unix: sbxd's own socket (its file mode decides who connects); Tcp: a
+// bearer key on every request; Guest: the Unix socket that sandboxes'
+// guests reach over vsock (docs/sbxd.md, "The API inside a sandbox"),
+// where every request needs a bearer key too (SANDBOXER_TOKEN).
+enum class Transport { Unix, Tcp, Guest };
 
 struct Request {
     std::string method;  // "GET", as sent

@@ -136,7 +136,7 @@ Server::~Server() {
 Result<std::string> Server::listen(const ListenAddress& address, SocketAccess unix_access) {
     SessionContext context{workers_, threads_, handler_, streams_body_, limits_, address.transport};
     beast::error_code ec;
-    if (address.transport == Transport::Unix) {
+    if (address.transport != Transport::Tcp) {
         auto fd = listen_unix(address.path, Blocking::No, 128, unix_access);
         if (!fd) {
             return fd.error();

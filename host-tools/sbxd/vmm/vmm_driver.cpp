@@ -143,10 +143,15 @@ Result<SandboxRecord> VmmDriver::mark_running(const std::string& id, const Start
         end_vmm(files(id), started.process, false);
         return running.error();
     }
+    // Without it the sandbox runs on, only its guest cannot reach the API.
+    if (auto offered = offer_guest_api(*running); !offered) {
+        log::warn("sandbox {}: the API inside it: {}", id, offered.error().to_string());
+    }
     return running;
 }
 
 void VmmDriver::end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful) {
+    end_guest_api(files);
     auto vmm = files.read_vmm();
     std::optional<VmmProcess> target = process;
     if (!target && vmm && vmm->process.pid > 0) {

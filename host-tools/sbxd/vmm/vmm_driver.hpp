@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "guest-agent/client/agent_client.hpp"
 #include "host-tools/sbxd/api/sizes.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
@@ -43,6 +44,8 @@ struct DriverConfig {
     std::string vmm_program;  // sbx-vmm
     std::string images_dir;   // the images/build cache
     api::HostLimits limits;
+    std::string guest_api_socket{};  // sbxd's Transport::Guest listener (guest_api.hpp)
+    StringMap default_env{};       // the operator's variables for /etc/sandboxer/env
     // Guests in the nested test harness boot 10-50x slower than on hardware.
     std::chrono::milliseconds boot_timeout{600'000};
     std::chrono::milliseconds restore_timeout{300'000};
@@ -131,6 +134,10 @@ private:
     [[nodiscard]] Result<void> build_template(const SandboxRecord& like, const BootImage& image,
                                               const std::string& dir, std::stop_token stop);
     void remove_unfinished_templates();
+    // The API inside the sandbox (guest_api.cpp): its key, /etc/sandboxer/env,
+    // the agent's listener, kept while the VMM runs.
+    [[nodiscard]] Result<void> offer_guest_api(const SandboxRecord& sandbox);
+    void end_guest_api(const SandboxFiles& files);
 
     Store& store_;
     DriverConfig config_;
@@ -138,6 +145,8 @@ private:
     CidAllocator cids_;
     std::mutex locks_mutex_;
     std::map<std::string, std::shared_ptr<std::mutex>> locks_;
+    std::mutex guest_links_mutex_;
+    std::map<std::string, agent::AgentClient> guest_links_;  // by sandbox folder
     std::mutex templates_mutex_;
     std::set<std::string> templates_building_;
     std::vector<std::jthread> template_builders_;

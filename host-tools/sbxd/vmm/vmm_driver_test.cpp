@@ -15,6 +15,7 @@
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
+#include "host-tools/sbxd/vmm/guest_api.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
@@ -333,4 +334,22 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back,
     CHECK(state_of("sbx_stop_saved") == SandboxState::Stopped);
     CHECK(state_of("sbx_stop_unsaved") == SandboxState::Crashed);
     CHECK_FALSE(fx.store->get_sandbox("sbx_stop_saved")->vmm.has_value());
+}
+
+TEST_CASE("/etc/sandboxer/env: the identity, the operator's defaults unless noEnv, the sandbox's own last") {
+    SandboxRecord s;
+    s.id = "sbx_00ff";
+    s.env = {{"A", "mine"}, {"B", "two words"}};
+    const StringMap defaults = {{"A", "operator"}, {"C", "secret"}};
+    const std::string text = guest_env_file(s, "sbxk_t", defaults);
+    CHECK(text.find("SANDBOXER_ID=sbx_00ff\n") != std::string::npos);
+    CHECK(text.find("SANDBOXER_SUBDOMAIN=sbx-00ff\n") != std::string::npos);
+    CHECK(text.find("SANDBOXER_API_URL=http://127.0.0.1:7070\n") != std::string::npos);
+    CHECK(text.find("SANDBOXER_TOKEN=sbxk_t\n") != std::string::npos);
+    CHECK(text.find("A=mine\n") != std::string::npos);
+    CHECK(text.find("A=operator") == std::string::npos);
+    CHECK(text.find("B=two words\n") != std::string::npos);
+    CHECK(text.find("C=secret\n") != std::string::npos);
+    s.no_env = true;
+    CHECK(guest_env_file(s, "sbxk_t", defaults).find("C=secret") == std::string::npos);
 }

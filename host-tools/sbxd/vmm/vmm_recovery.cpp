@@ -60,6 +60,9 @@ Result<int> VmmDriver::recover() {
             cids_.reserve(vmm_file->cid)) {
             log::info("sandbox {}: adopted its VMM (pid {})", s.id, process->pid);
             keep_running(s.id, *process);
+            if (auto offered = offer_guest_api(s); !offered) {
+                log::warn("sandbox {}: the API inside it: {}", s.id, offered.error().to_string());
+            }
             adopted_pids.insert(process->pid);
             ++adopted;
             continue;
