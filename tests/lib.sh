@@ -11,9 +11,31 @@ fail() {
   echo "FAIL: $*" >&2
   # a guest triple fault's last exits (tests/nested, SBX_HARNESS_KVM_TRACE)
   case "${log:-}" in
-    *"nested: level-1 KVM trace ("*) printf '%s\n' "$log" | awk '/^nested: level-1 KVM trace \(/ { p = 1; print; next } p && /^  \| / { print; next } { p = 0 }' >&2 ;;
+    *"nested: level-1 KVM trace ("*) printf '%s\n' "$log" | awk '/^nested: level-1 KVM trace \(/ { p = 1; print; next } p && /^  \| / { print; next } { p = 0 }' >&2
+      walk_crash_dumps ;;
   esac
   exit 1
+}
+# The guest's own page tables, from the memory sbx-vmm dumped at a triple
+# fault (SBX_VMM_CRASH_DUMP_DIR), for the IDT entries the trace's last
+# shutdown was delivering (#DF, #PF, the event) and its rip: a walk that
+# succeeds here means the guest's memory was intact and the fault came
+# from below it.
+walk_crash_dumps() {
+  local line cr3 idtr rip vector dump
+  line=$(printf '%s\n' "$log" | grep -o 'svm_shutdown: .*' | tail -n 1)
+  cr3=$(printf '%s' "$line" | sed -n 's/.* cr3=\(0x[0-9a-f]*\).*/\1/p')
+  idtr=$(printf '%s' "$line" | sed -n 's/.* idtr=\(0x[0-9a-f]*\).*/\1/p')
+  rip=$(printf '%s' "$line" | sed -n 's/.* rip=\(0x[0-9a-f]*\).*/\1/p')
+  vector=$(printf '%s' "$line" | sed -n 's/.* intinfo=\(0x[0-9a-f]*\).*/\1/p')
+  [ -n "$cr3" ] && [ -n "$idtr" ] || return 0
+  vector=$(( ${vector:-0} & 0xff ))
+  for dump in "${work:-/nonexistent}"/sbx-vmm-*.mem; do
+    [ -f "$dump" ] || continue
+    echo "== $dump: cr3 $cr3" >&2
+    python3 "$src/tests/guest/tools/walk_dump.py" "$dump" "$cr3" "$idtr" \
+      $((idtr + 8 * 16)) $((idtr + 14 * 16)) $((idtr + vector * 16)) ${rip:+"$rip"} >&2 || true
+  done
 }
 pass() { echo "ok: $*"; }
 # skip REASON : this test cannot run here; exit 77 (meson counts it as

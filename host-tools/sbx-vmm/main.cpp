@@ -3,10 +3,14 @@
 // serve the control socket (docs/vmm-control.md).
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 
 #include "base/log.hpp"
+#include "host-tools/sbx-vmm/crash_dump.hpp"
 #include "snapshot/vm_snapshot.hpp"
 #include "host-tools/sbx-vmm/control_api.hpp"
 #include "host-tools/sbx-vmm/control_request.hpp"
@@ -268,6 +272,16 @@ int main(int argc, char** argv) {
     server.reset();  // no request may reach a VM that has stopped
     if (restored.lazy) {
         log_lazy_stats(*restored.lazy);
+    }
+    if (const char* dir = std::getenv("SBX_VMM_CRASH_DUMP_DIR");
+        dir != nullptr && exit.reason == sbx::ExitReason::TripleFault) {
+        const std::string path = fmt::format("{}/sbx-vmm-{}.mem", dir, ::getpid());
+        auto dumped = sbx::write_crash_dump(vm->memory(), path);
+        if (dumped) {
+            sbx::log::error("crash dump: {} ({} bytes of non-zero pages)", path, *dumped);
+        } else {
+            sbx::log::error("crash dump: {}", describe(dumped.error()));
+        }
     }
     auto boot = vm->boot_time();
     std::string boot_text = boot ? fmt::format("{:.3f} ms", static_cast<double>(boot->count()) / 1000.0)

@@ -14,6 +14,8 @@
 set -uo pipefail
 kernel=$1 image=$2 vmm=$3 ctl=$4 logdir=$5
 here=$(cd "$(dirname "$0")" && pwd)
+# A VMM whose guest triple-faults leaves its memory here (tests/lib.sh fail).
+export SBX_VMM_CRASH_DUMP_DIR=$logdir
 PATH=$PATH:/usr/sbin:/sbin
 forks=4
 failures=0

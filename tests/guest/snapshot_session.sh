@@ -14,6 +14,8 @@
 set -uo pipefail
 mode=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6
 here=$(cd "$(dirname "$0")" && pwd)
+# A VMM whose guest triple-faults leaves its memory here (tests/lib.sh fail).
+export SBX_VMM_CRASH_DUMP_DIR=$logdir
 failures=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; failures=$((failures + 1)); }

@@ -1,0 +1,47 @@
+#include "host-tools/sbx-vmm/crash_dump.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/unique_fd.hpp"
+
+namespace sbx {
+
+namespace {
+
+constexpr std::uint64_t kPage = 4096;
+
+bool zero_page(const std::uint8_t* p) {
+    return p[0] == 0 && std::equal(p + 1, p + kPage, p);
+}
+
+}  // namespace
+
+Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, const std::string& path) {
+    auto fd = UniqueFd::open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (!fd) {
+        return fd.error();
+    }
+    std::uint64_t written = 0;
+    for (const auto& region : memory.regions()) {
+        const auto* base = static_cast<const std::uint8_t*>(region.mapping.data());
+        for (std::uint64_t off = 0; off + kPage <= region.size(); off += kPage) {
+            if (zero_page(base + off)) {
+                continue;
+            }
+            const auto at = static_cast<off_t>(region.start.value + off);
+            if (::pwrite(fd->get(), base + off, kPage, at) != static_cast<ssize_t>(kPage)) {
+                return sys_error("writing the crash dump {}", path);
+            }
+            written += kPage;
+        }
+    }
+    if (::ftruncate(fd->get(), static_cast<off_t>(memory.end())) != 0) {
+        return sys_error("sizing the crash dump {}", path);
+    }
+    return written;
+}
+
+}  // namespace sbx
