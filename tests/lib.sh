@@ -20,7 +20,8 @@ fail() {
 # fault (SBX_VMM_CRASH_DUMP_DIR), for the IDT entries the trace's last
 # shutdown was delivering (#DF, #PF, the event) and its rip: a walk that
 # succeeds here means the guest's memory was intact and the fault came
-# from below it.
+# from below it. A raw snapshot the session kept beside the dump (*.snap)
+# is compared page by page with the tables walked.
 walk_crash_dumps() {
   local line cr3 idtr rip vector dump
   line=$(printf '%s\n' "$log" | grep -o 'svm_shutdown: .*' | tail -n 1)
@@ -30,10 +31,12 @@ walk_crash_dumps() {
   vector=$(printf '%s' "$line" | sed -n 's/.* intinfo=\(0x[0-9a-f]*\).*/\1/p')
   [ -n "$cr3" ] && [ -n "$idtr" ] || return 0
   vector=$(( ${vector:-0} & 0xff ))
+  local snap=()
+  for dump in "${work:-/nonexistent}"/*.snap; do [ -f "$dump" ] && snap=(--snapshot "$dump"); done
   for dump in "${work:-/nonexistent}"/sbx-vmm-*.mem; do
     [ -f "$dump" ] || continue
     echo "== $dump: cr3 $cr3" >&2
-    python3 "$src/tests/guest/tools/walk_dump.py" "$dump" "$cr3" "$idtr" \
+    python3 "$src/tests/guest/tools/walk_dump.py" "${snap[@]}" "$dump" "$cr3" "$idtr" \
       $((idtr + 8 * 16)) $((idtr + 14 * 16)) $((idtr + vector * 16)) ${rip:+"$rip"} >&2 || true
   done
 }

@@ -69,7 +69,10 @@ export SBX_AGENT_TOKEN
 SBX_AGENT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 pids=()
 tokens=()
-trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$w"' EXIT
+# A fork that triple-faulted left a dump: keep the snapshot it was restored
+# from beside it (tests/lib.sh compares the dump's page tables with it).
+keep_snapshot() { if compgen -G "$logdir/sbx-vmm-*.mem" >/dev/null; then mv "$w/vm.snap" "$logdir/" 2>/dev/null; fi; }
+trap 'kill -9 "${pids[@]}" 2>/dev/null; keep_snapshot; rm -rf "$w"' EXIT
 cmdline="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$SBX_AGENT_TOKEN"
 
 "$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$w/v0.sock" \

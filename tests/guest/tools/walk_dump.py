@@ -5,8 +5,17 @@ and prints every level's entry for each virtual address: whether the
 guest's own memory maps it, after a triple fault whose cr3 the level-1
 trace (svm_shutdown) gave.
 
-Usage: walk_dump.py DUMP CR3 VADDR...
+With --snapshot FILE (the raw snapshot the VM was restored from), each
+table page is also compared with the snapshot's page at the same guest
+address: a table that differs was written after the restore, so the dump
+holds the guest's writes; had the guest read the snapshot's page instead
+(a stale copy-on-write translation below the VMM), its walk would have
+used the snapshot's entries, which are printed.
+
+Usage: walk_dump.py [--snapshot FILE] DUMP CR3 VADDR...
 """
+import collections
+import hashlib
 import sys
 
 PRESENT, PSE = 1, 1 << 7
@@ -27,7 +36,57 @@ def page_summary(dump, table):
     return f"{present} of {len(entries)} entries present"
 
 
-def walk(dump, cr3, vaddr):
+class Snapshot:
+    """A raw snapshot's memory, located by matching the dump's pages: raw
+    mode stores guest memory at one page-aligned file offset, so the offset
+    that most of the dump's distinct pages share is the base."""
+
+    def __init__(self, path, dump):
+        self.file = open(path, "rb")
+        where = collections.defaultdict(list)
+        offset = 0
+        while True:
+            page = self.file.read(4096)
+            if len(page) < 4096:
+                break
+            if any(page):
+                where[hashlib.blake2b(page, digest_size=16).digest()].append(offset)
+            offset += 4096
+        votes = collections.Counter()
+        gpa = 0
+        dump.seek(0)
+        while len(votes) < 64 or sum(votes.values()) < 512:
+            page = dump.read(4096)
+            if len(page) < 4096:
+                break
+            hits = where.get(hashlib.blake2b(page, digest_size=16).digest(), []) if any(page) else []
+            if len(hits) == 1:
+                votes[hits[0] - gpa] += 1
+            gpa += 4096
+        self.base = votes.most_common(1)[0][0] if votes else None
+
+    def page(self, gpa):
+        self.file.seek(self.base + gpa)
+        return self.file.read(4096)
+
+
+def compare(dump, snapshot, table, index):
+    if snapshot is None or snapshot.base is None:
+        return
+    dump.seek(table)
+    mine, theirs = dump.read(4096), snapshot.page(table)
+    if mine == theirs:
+        print("    same as the snapshot's page")
+        return
+    diff = sum(1 for i in range(0, 4096, 8) if mine[i:i + 8] != theirs[i:i + 8])
+    old = int.from_bytes(theirs[index * 8:index * 8 + 8], "little")
+    present = sum(1 for i in range(0, 4096, 8) if theirs[i] & PRESENT)
+    print(f"    differs from the snapshot's page in {diff} entries; the snapshot's "
+          f"entry {index} = {old:#018x} ({present} of 512 present there)")
+
+
+def walk(dump, cr3, vaddr, snapshot=None):
+    vaddr &= (1 << 64) - 1
     table = cr3 & ADDR
     print(f"{vaddr:#018x}: cr3 {cr3:#x} (table page: {page_summary(dump, table)})")
     for level, shift in (("pml4", 39), ("pdpt", 30), ("pd", 21), ("pt", 12)):
@@ -37,6 +96,7 @@ def walk(dump, cr3, vaddr):
             print(f"  {level}[{index}] at {table + index * 8:#x}: past the end of the dump")
             return
         print(f"  {level}[{index}] at {table + index * 8:#x} = {e:#018x}")
+        compare(dump, snapshot, table, index)
         if not e & PRESENT:
             print("  not present")
             return
@@ -50,11 +110,19 @@ def walk(dump, cr3, vaddr):
 
 
 def main():
-    if len(sys.argv) < 4:
+    args = sys.argv[1:]
+    snapshot_path = None
+    if args[:1] == ["--snapshot"] and len(args) > 1:
+        snapshot_path, args = args[1], args[2:]
+    if len(args) < 3:
         sys.exit(__doc__)
-    with open(sys.argv[1], "rb") as dump:
-        for v in sys.argv[3:]:
-            walk(dump, int(sys.argv[2], 0), int(v, 0))
+    with open(args[0], "rb") as dump:
+        snapshot = Snapshot(snapshot_path, dump) if snapshot_path else None
+        if snapshot is not None:
+            where = "not found" if snapshot.base is None else f"at file offset {snapshot.base:#x}"
+            print(f"snapshot {snapshot_path}: guest memory {where}")
+        for v in args[2:]:
+            walk(dump, int(args[1], 0), int(v, 0), snapshot)
 
 
 if __name__ == "__main__":
