@@ -22,23 +22,33 @@ fail() {
 # succeeds here means the guest's memory was intact and the fault came
 # from below it. A raw snapshot the session kept beside the dump (*.snap)
 # is compared page by page with the tables walked.
+# walk_crash_dumps [--check] [LOG]: with --check, quiet, and the status
+# says whether there was a dump and every walk mapped (0) or not (1).
 walk_crash_dumps() {
-  local line cr3 idtr rip vector dump
-  line=$(printf '%s\n' "$log" | grep -o 'svm_shutdown: .*' | tail -n 1)
+  local line cr3 idtr rip vector dump check=() found=1
+  if [ "${1:-}" = --check ]; then check=(--check); shift; fi
+  line=$(printf '%s\n' "${1:-$log}" | grep -o 'svm_shutdown: .*' | tail -n 1)
   cr3=$(printf '%s' "$line" | sed -n 's/.* cr3=\(0x[0-9a-f]*\).*/\1/p')
   idtr=$(printf '%s' "$line" | sed -n 's/.* idtr=\(0x[0-9a-f]*\).*/\1/p')
   rip=$(printf '%s' "$line" | sed -n 's/.* rip=\(0x[0-9a-f]*\).*/\1/p')
   vector=$(printf '%s' "$line" | sed -n 's/.* intinfo=\(0x[0-9a-f]*\).*/\1/p')
-  [ -n "$cr3" ] && [ -n "$idtr" ] || return 0
+  [ -n "$cr3" ] && [ -n "$idtr" ] || return "${#check[@]}"
   vector=$(( ${vector:-0} & 0xff ))
   local snap=()
-  for dump in "${work:-/nonexistent}"/*.snap; do [ -f "$dump" ] && snap=(--snapshot "$dump"); done
+  [ ${#check[@]} -eq 0 ] && for dump in "${work:-/nonexistent}"/*.snap; do [ -f "$dump" ] && snap=(--snapshot "$dump"); done
   for dump in "${work:-/nonexistent}"/sbx-vmm-*.mem; do
     [ -f "$dump" ] || continue
-    echo "== $dump: cr3 $cr3" >&2
-    python3 "$src/tests/guest/tools/walk_dump.py" "${snap[@]}" "$dump" "$cr3" "$idtr" \
-      $((idtr + 8 * 16)) $((idtr + 14 * 16)) $((idtr + vector * 16)) ${rip:+"$rip"} >&2 || true
+    if [ ${#check[@]} -eq 0 ]; then
+      echo "== $dump: cr3 $cr3" >&2
+      python3 "$src/tests/guest/tools/walk_dump.py" "${snap[@]}" "$dump" "$cr3" "$idtr" \
+        $((idtr + 8 * 16)) $((idtr + 14 * 16)) $((idtr + vector * 16)) ${rip:+"$rip"} >&2 || true
+    else
+      python3 "$src/tests/guest/tools/walk_dump.py" --check "$dump" "$cr3" "$idtr" \
+        $((idtr + 8 * 16)) $((idtr + 14 * 16)) $((idtr + vector * 16)) ${rip:+"$rip"} >/dev/null 2>&1 || return 1
+      found=0
+    fi
   done
+  [ ${#check[@]} -eq 0 ] || return "$found"
 }
 pass() { echo "ok: $*"; }
 # skip REASON : this test cannot run here; exit 77 (meson counts it as
@@ -84,10 +94,15 @@ expect_contains() {
 # When level 1 itself fails — the harness's "level 1 wedged" (249) or "the
 # level-1 kernel panicked" (250), which QEMU microvm and kvmtool runs hit as
 # well (tests/harness/README.md, "Lifetimes and the references") — the run
-# is repeated, up to SBX_HARNESS_RETRIES (1) times. The failed run's output
-# is kept as OUT_FILE.l1-failed-N, said on stderr, and appended to
-# $SBX_HARNESS_RETRY_LOG (tests/run counts them). A failure of CMD itself,
-# whatever its status, is never repeated.
+# is repeated, up to SBX_HARNESS_RETRIES (1) times. So is a failed run in
+# which a guest triple-faulted although its page tables, in the memory
+# sbx-vmm dumped (SBX_VMM_CRASH_DUMP_DIR=$work), map the IDT entries and
+# the rip the CPU faulted on: no x86 CPU faults on present mappings, so the
+# fault came from below the VMM (level 1's KVM or QEMU's emulated SVM;
+# tests/harness/README.md, "Triple faults"). The failed run's output
+# is kept as OUT_FILE.l1-failed-N (its dumps in $work/l1-failed-N), said on
+# stderr, and appended to $SBX_HARNESS_RETRY_LOG (tests/run lists them).
+# Any other failure of CMD, whatever its status, is never repeated.
 run_nested() {
   local out=$1; shift
   local attempt=0 retries=${SBX_HARNESS_RETRIES:-1} why
@@ -97,9 +112,16 @@ run_nested() {
     status=$?
     set -e
     why=$(l1_failure "$status" "$out")
+    if [ -z "$why" ] && [ "$status" -ne 0 ] && [ -n "${work:-}" ] && walk_crash_dumps --check "$(cat "$out")"; then
+      why="a guest triple fault below the VMM: the guest's page tables in sbx-vmm's memory map the IDT and rip it faulted on"
+    fi
     if [ -z "$why" ] || [ "$attempt" -ge "$retries" ]; then break; fi
     attempt=$((attempt + 1))
     mv "$out" "$out.l1-failed-$attempt"
+    # that run's dumps (and a kept snapshot) stay with its output
+    if compgen -G "$work/sbx-vmm-*.mem" >/dev/null; then
+      mkdir -p "$work/l1-failed-$attempt" && mv "$work"/sbx-vmm-*.mem "$work"/*.snap "$work/l1-failed-$attempt/" 2>/dev/null
+    fi
     echo "HARNESS: $why (status $status); running it again ($attempt of $retries); that run's output: $out.l1-failed-$attempt" >&2
     if [ -n "${SBX_HARNESS_RETRY_LOG:-}" ]; then
       printf '%s\t%s\t%s\t%s\n' "$sbx_test_name" "$status" "$why" "$out.l1-failed-$attempt" \

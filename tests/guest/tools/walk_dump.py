@@ -12,7 +12,9 @@ holds the guest's writes; had the guest read the snapshot's page instead
 (a stale copy-on-write translation below the VMM), its walk would have
 used the snapshot's entries, which are printed.
 
-Usage: walk_dump.py [--snapshot FILE] DUMP CR3 VADDR...
+With --check the exit status says whether every VADDR maps (0) or not (1).
+
+Usage: walk_dump.py [--check] [--snapshot FILE] DUMP CR3 VADDR...
 """
 import collections
 import hashlib
@@ -94,23 +96,27 @@ def walk(dump, cr3, vaddr, snapshot=None):
         e = entry(dump, table, index)
         if e is None:
             print(f"  {level}[{index}] at {table + index * 8:#x}: past the end of the dump")
-            return
+            return False
         print(f"  {level}[{index}] at {table + index * 8:#x} = {e:#018x}")
         compare(dump, snapshot, table, index)
         if not e & PRESENT:
             print("  not present")
-            return
+            return False
         if level in ("pdpt", "pd") and e & PSE:
             print(f"  large page at {e & ADDR:#x}")
-            return
+            return True
         table = e & ADDR
         if level != "pt":
             print(f"    next table {table:#x}: {page_summary(dump, table)}")
     print(f"  maps {table:#x}")
+    return True
 
 
 def main():
     args = sys.argv[1:]
+    check = args[:1] == ["--check"]
+    if check:
+        args = args[1:]
     snapshot_path = None
     if args[:1] == ["--snapshot"] and len(args) > 1:
         snapshot_path, args = args[1], args[2:]
@@ -121,8 +127,9 @@ def main():
         if snapshot is not None:
             where = "not found" if snapshot.base is None else f"at file offset {snapshot.base:#x}"
             print(f"snapshot {snapshot_path}: guest memory {where}")
-        for v in args[2:]:
-            walk(dump, int(args[1], 0), int(v, 0), snapshot)
+        mapped = [walk(dump, int(args[1], 0), int(v, 0), snapshot) for v in args[2:]]
+    if check and not all(mapped):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
