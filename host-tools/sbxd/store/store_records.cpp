@@ -232,6 +232,70 @@ Result<std::vector<EventRecord>> Store::list_events(std::int64_t after_id, int l
     });
 }
 
+Result<std::optional<SandboxRecord>> Store::find_create_claim(const IdempotencyClaim& claim, UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto known = bound(db_.prepare("SELECT body_hash, sandbox_id FROM idempotency_keys WHERE key = ? AND "
+                                   "created_at > ?"),
+                       claim.key, now - kIdempotencyKeyLifetimeMs);
+    if (!known) {
+        return known.error();
+    }
+    auto row = known->step();
+    if (!row) {
+        return row.error();
+    }
+    if (!*row) {
+        return std::optional<SandboxRecord>();
+    }
+    if (known->text(0) != claim.body_hash) {
+        return make_coded_error("idempotency_conflict",
+                                "Idempotency-Key '{}' was used with a different request body", claim.key);
+    }
+    return find_sandbox_locked(known->text(1));
+}
+
+Result<std::vector<SandboxRecord>> Store::find_fork_claim(const IdempotencyClaim& claim, UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto found = collect<std::pair<std::string, std::string>>(
+        bound(db_.prepare("SELECT body_hash, sandbox_id FROM fork_idempotency_keys WHERE key = ? AND "
+                          "created_at > ? ORDER BY rowid"),
+              claim.key, now - kIdempotencyKeyLifetimeMs),
+        [](const Statement& row) {
+            return std::pair{row.text(0), row.text(1)};
+        });
+    if (!found) {
+        return found.error();
+    }
+    std::vector<SandboxRecord> children;
+    for (const auto& [hash, id] : *found) {
+        if (hash != claim.body_hash) {
+            return make_coded_error("idempotency_conflict",
+                                    "Idempotency-Key '{}' was used with a different fork", claim.key);
+        }
+        auto child = find_sandbox_locked(id);
+        if (!child) {
+            return child.error();
+        }
+        if (*child) {
+            children.push_back(std::move(**child));
+        }
+    }
+    return children;
+}
+
+Result<void> Store::add_fork_child(const IdempotencyClaim& claim, const std::string& child_id,
+                                   UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto stmt =
+        bound(db_.prepare("INSERT INTO fork_idempotency_keys (key, body_hash, sandbox_id, created_at) "
+                          "VALUES (?, ?, ?, ?)"),
+              claim.key, claim.body_hash, child_id, now);
+    if (!stmt) {
+        return stmt.error();
+    }
+    return stmt->run();
+}
+
 Result<std::int64_t> Store::prune(UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);
@@ -241,6 +305,7 @@ Result<std::int64_t> Store::prune(UnixMillis now) {
     std::int64_t removed = 0;
     const std::pair<std::string_view, UnixMillis> rules[] = {
         {"DELETE FROM idempotency_keys WHERE created_at <= ?", now - kIdempotencyKeyLifetimeMs},
+        {"DELETE FROM fork_idempotency_keys WHERE created_at <= ?", now - kIdempotencyKeyLifetimeMs},
         {"DELETE FROM exec_history WHERE started_at <= ?", now - kExecHistoryLifetimeMs},
         {"DELETE FROM events WHERE at <= ?", now - kEventLifetimeMs},
     };
