@@ -50,6 +50,10 @@ struct Options {
     unsigned boot_timeout_s = 600;
     std::string socket_group = "sandboxer";
     unsigned workers = 0;
+    // Admission (docs/sbxd.md "Admission").
+    int max_running = 64;
+    int max_starts_per_minute = 60;
+    int memory_budget_mib = 0;             // 0: the host's memory less 512 MiB
     std::vector<std::string> default_env;  // K=V
     std::string key_name = "default";
     std::string key_sandbox;
@@ -201,6 +205,11 @@ int serve(Store& store, const Options& options) {
     asio::thread_pool workers(worker_count);
     const std::string images_dir = options.images_dir.empty() ? default_images_dir() : options.images_dir;
     DaemonInfo info{host_name(), kVersion, images_dir, api::detect_host_limits()};
+    info.limits.max_sandboxes = options.max_running;
+    info.limits.max_starts_per_minute = options.max_starts_per_minute;
+    if (options.memory_budget_mib > 0) {
+        info.limits.memory_budget_mib = options.memory_budget_mib;
+    }
     DriverConfig config{std::filesystem::absolute(options.state_dir).string(),
                         options.vmm_path.empty() ? default_vmm_path() : options.vmm_path,
                         std::filesystem::absolute(images_dir).string(), info.limits};
@@ -303,6 +312,18 @@ int main(int argc, char** argv) {
                    "K=V for every sandbox's /etc/sandboxer/env, unless it was made with noEnv; repeatable");
     app.add_option("--workers", options.workers,
                    "worker threads for request handling (default: max(4, CPUs))");
+    app.add_option("--max-running", options.max_running,
+                   "sandboxes running at once (running, stopping and starting); past it 429 limit_reached")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--max-starts-per-minute", options.max_starts_per_minute,
+                   "creates, resumes and fork children in any 60 s; past it 429 rate_limited")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--memory-budget-mib", options.memory_budget_mib,
+                   "the sum of memoryMib of running sandboxes may not pass it (default: the host's memory "
+                   "less 512 MiB); past it 503 capacity_exceeded")
+        ->check(CLI::PositiveNumber);
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

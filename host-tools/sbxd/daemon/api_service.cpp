@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <variant>
 
 #include "host-tools/sbxd/api/fields.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
@@ -23,8 +24,10 @@ Error forbidden(std::string_view what) {
 
 // Idempotency-Key (product.md §5): 1-255 visible ASCII characters. The
 // body's hash is of its parsed form, so that whitespace or key order do
-// not make the same request look different.
-Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request) {
+// not make the same request look different; `scope` (a fork's parent)
+// goes into the hash too.
+Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request,
+                                                          std::string_view scope = {}) {
     std::string_view key = request.header("Idempotency-Key");
     if (key.empty()) {
         return std::optional<IdempotencyClaim>();
@@ -37,7 +40,28 @@ Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request
     if (!body) {
         return body.error();
     }
-    return std::optional<IdempotencyClaim>(IdempotencyClaim{std::string(key), sha256_hex(body->dump())});
+    return std::optional<IdempotencyClaim>(
+        IdempotencyClaim{std::string(key), sha256_hex(std::string(scope) + body->dump())});
+}
+
+// A refusal of admission.hpp as the API's error; rate_limited carries
+// Retry-After (RFC 9110 §10.2.3) and the same seconds in the body.
+Response refused(const Admission::Refusal& refusal, std::string_view request_id) {
+    Response response = Response::error(refusal.error, request_id);
+    if (refusal.retry_after_seconds > 0) {
+        auto body = nlohmann::json::parse(response.body);
+        body["retryAfterSeconds"] = refusal.retry_after_seconds;
+        response.body = body.dump();
+        response.headers.emplace_back("Retry-After", std::to_string(refusal.retry_after_seconds));
+    }
+    return response;
+}
+
+// The ticket of an admitted start; empty when none was asked.
+void commit(std::optional<Admission::Decision>& decision) {
+    if (decision) {
+        std::get<Admission::Ticket>(*decision).commit();
+    }
 }
 
 Result<void> no_query(const Request& request) {
@@ -62,6 +86,10 @@ ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clo
       info_(std::move(info)),
       clock_(std::move(clock)),
       started_at_(clock_()),
+      admission_(
+          AdmissionLimits{info_.limits.max_sandboxes, info_.limits.max_starts_per_minute,
+                          info_.limits.memory_budget_mib},
+          [this] { return usage(); }, clock_),
       guest_(store, driver, clock_) {
     add_routes();
 }
@@ -141,11 +169,23 @@ Response ApiService::health(const Request& request, const PathParams&) const {
                         request.request_id);
 }
 
-Response ApiService::limits(const Request& request, const PathParams&) const {
-    auto running =
-        store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+Result<Usage> ApiService::usage() const {
+    auto running = store_.list_sandboxes({{}, {SandboxState::Running, SandboxState::Stopping}});
     if (!running) {
-        return Response::error(running.error(), request.request_id);
+        return running.error();
+    }
+    Usage u;
+    for (const auto& s : *running) {
+        ++u.running;
+        u.memory_mib += s.memory_mib;
+    }
+    return u;
+}
+
+Response ApiService::limits(const Request& request, const PathParams&) const {
+    auto now = admission_.report();
+    if (!now) {
+        return Response::error(now.error(), request.request_id);
     }
     const auto& l = info_.limits;
     nlohmann::json sizes = nlohmann::json::array();
@@ -156,8 +196,11 @@ Response ApiService::limits(const Request& request, const PathParams&) const {
     }
     return Response::ok({{"limits",
                           {{"maxRunningSandboxes", l.max_sandboxes},
-                           {"runningSandboxes", running->size()},
+                           {"runningSandboxes", now->running},
                            {"maxStartsPerMinute", l.max_starts_per_minute},
+                           {"startsLastMinute", now->starts_last_minute},
+                           {"memoryBudgetMib", l.memory_budget_mib},
+                           {"memoryInUseMib", now->memory_mib},
                            {"hostCpus", l.host_cpus},
                            {"hostMemoryMib", l.host_memory_mib},
                            {"maxMemoryMibPerSandbox", l.max_memory_mib},
@@ -197,9 +240,29 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!claim) {
         return Response::error(claim.error(), request.request_id);
     }
+    // A replay is no start: answered before admission.
+    if (*claim) {
+        auto earlier = store_.find_create_claim(**claim, clock_());
+        if (!earlier) {
+            return Response::error(earlier.error(), request.request_id);
+        }
+        if (*earlier) {
+            return Response::ok({{"sandbox", sandbox_json(**earlier, info_.host_name)},
+                                 {"replayed", true},
+                                 {"warnings", nlohmann::json::array()}},
+                                request.request_id, 200);
+        }
+    }
+    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, 1, shape->memory_mib, 0, 0});
+    if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+        return refused(*no, request.request_id);
+    }
     auto created = driver_.create(CreateSpec{*parsed, *shape, *claim});
     if (!created) {
         return Response::error(created.error(), request.request_id);
+    }
+    if (!created->replayed) {
+        commit(decision);
     }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
@@ -256,10 +319,31 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
     }
+    // Only a resume the driver would start is admitted; others get its invalid_state.
+    std::optional<Admission::Decision> decision;
+    if (sandbox->state == SandboxState::Stopped || sandbox->state == SandboxState::Paused ||
+        sandbox->state == SandboxState::Crashed) {
+        int memory = sandbox->memory_mib;
+        if (parsed->size) {
+            api::CreateRequest shape_request;
+            shape_request.size = *parsed->size;
+            shape_request.disk_gib = sandbox->disk_gib;
+            auto shape = api::resolve_shape(shape_request, info_.limits);
+            if (!shape) {
+                return Response::error(shape.error(), request.request_id);
+            }
+            memory = shape->memory_mib;
+        }
+        decision = admission_.admit(Demand{1, 1, memory, 0, 0});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+            return refused(*no, request.request_id);
+        }
+    }
     auto resumed = driver_.resume(sandbox->id, *parsed);
     if (!resumed) {
         return Response::error(resumed.error(), request.request_id);
     }
+    commit(decision);
     nlohmann::json fields = {{"sandbox", sandbox_json(resumed->sandbox, info_.host_name)},
                              {"memoryRestored", resumed->memory_restored}};
     if (!resumed->memory_restored) {
@@ -273,23 +357,53 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    auto claim = idempotency_claim(request);
-    if (!claim) {
-        return Response::error(claim.error(), request.request_id);
-    }
     auto sandbox = store_.get_sandbox(params.at("id"));
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
+    }
+    // The parent is part of the request: the same key and body on another
+    // parent is a conflict.
+    auto claim = idempotency_claim(request, "fork " + sandbox->id + " ");
+    if (!claim) {
+        return Response::error(claim.error(), request.request_id);
+    }
+    auto reply = [&](const std::vector<SandboxRecord>& children, bool replayed) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& child : children) {
+            list.push_back(sandbox_json(child, info_.host_name));
+        }
+        return Response::ok({{"sandboxes", list}, {"replayed", replayed}}, request.request_id,
+                            replayed ? 200 : 201);
+    };
+    if (*claim) {
+        auto earlier = store_.find_fork_claim(**claim, clock_());
+        if (!earlier) {
+            return Response::error(earlier.error(), request.request_id);
+        }
+        if (!earlier->empty()) {
+            return reply(*earlier, true);
+        }
+    }
+    // Each child is a start; a running parent stops and restarts inside the
+    // fork, so its slot is held meanwhile. Forks the driver refuses
+    // (invalid_state) are not admitted.
+    const bool running = sandbox->state == SandboxState::Running;
+    const bool stopped = sandbox->state == SandboxState::Stopped || sandbox->state == SandboxState::Paused;
+    std::optional<Admission::Decision> decision;
+    if (running || (stopped && !parsed->memory)) {
+        const std::int64_t memory = sandbox->memory_mib;
+        decision = admission_.admit(Demand{parsed->count, parsed->count, parsed->count * memory,
+                                           running ? 1 : 0, running ? memory : 0});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+            return refused(*no, request.request_id);
+        }
     }
     auto children = driver_.fork(sandbox->id, *parsed, *claim);
     if (!children) {
         return Response::error(children.error(), request.request_id);
     }
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& child : *children) {
-        list.push_back(sandbox_json(child, info_.host_name));
-    }
-    return Response::ok({{"sandboxes", list}}, request.request_id, 201);
+    commit(decision);
+    return reply(*children, false);
 }
 
 Response ApiService::snapshot_sandbox(const Request& request, const PathParams& params) const {

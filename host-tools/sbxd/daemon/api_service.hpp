@@ -9,6 +9,7 @@
 #include <string>
 
 #include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/daemon/admission.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
 #include "host-tools/sbxd/http/router.hpp"
@@ -65,11 +66,15 @@ private:
     Response list_snapshots(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
 
+    // What the store shows running, for admission (admission.hpp).
+    [[nodiscard]] Result<Usage> usage() const;
+
     Store& store_;
     SandboxDriver& driver_;
     DaemonInfo info_;
     Clock clock_;
     UnixMillis started_at_;
+    mutable Admission admission_;
     GuestRoutes guest_;
     http::Router router_;
 };

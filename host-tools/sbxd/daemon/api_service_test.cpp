@@ -5,7 +5,11 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include "host-tools/sbxd/auth/api_keys.hpp"
 
@@ -16,11 +20,32 @@ using nlohmann::json;
 namespace {
 
 struct RecordingDriver final : SandboxDriver {
+    Store* store = nullptr;
+    bool create_ok = false;  // else the driver's own capacity_exceeded
+    // When set, a create waits here (after saying it entered).
+    std::shared_future<void> gate;
+    std::atomic<bool> entered{false};
     std::optional<CreateSpec> last_create;
     std::optional<api::ForkRequest> last_fork;
+    int forks = 0;
+    std::vector<std::string> removed;
     Result<CreateOutcome> create(const CreateSpec& spec) override {
         last_create = spec;
-        return make_coded_error("capacity_exceeded", "no room");
+        entered = true;
+        if (gate.valid()) {
+            gate.wait();
+        }
+        if (!create_ok) {
+            return make_coded_error("capacity_exceeded", "no room");
+        }
+        SandboxRecord s;
+        s.id = "sbx_new" + std::to_string(store->list_sandboxes({}).value().size());
+        s.name = s.id;
+        s.from = "default";
+        s.size = spec.shape.size;
+        s.memory_mib = spec.shape.memory_mib;
+        s.created_at = 1'700'000'000'000;  // the fixture's clock: the key's age
+        return store->create_sandbox(s, spec.claim);
     }
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override {
         return make_coded_error("invalid_state", "not running");
@@ -30,12 +55,30 @@ struct RecordingDriver final : SandboxDriver {
         sandbox.id = id;
         return ResumeOutcome{sandbox, false, "resized"};
     }
-    Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest& request,
-                                            const std::optional<IdempotencyClaim>&) override {
+    // As the VMM driver does: each child recorded under the fork's key.
+    Result<std::vector<SandboxRecord>> fork(const std::string& id, const api::ForkRequest& request,
+                                            const std::optional<IdempotencyClaim>& claim) override {
         last_fork = request;
-        return std::vector<SandboxRecord>{};
+        ++forks;
+        std::vector<SandboxRecord> children;
+        for (int i = 0; i < request.count && store != nullptr; ++i) {
+            SandboxRecord child = store->get_sandbox(id).value();
+            child.id = id + "_child" + std::to_string(forks) + "_" + std::to_string(i);
+            child.name = child.id;
+            child.state = SandboxState::Creating;
+            child.vmm.reset();
+            REQUIRE(store->create_sandbox(child, std::nullopt).has_value());
+            if (claim) {
+                REQUIRE(store->add_fork_child(*claim, child.id, child.created_at).has_value());
+            }
+            children.push_back(child);
+        }
+        return children;
     }
-    Result<void> remove(const std::string&) override { return ok(); }
+    Result<void> remove(const std::string& id) override {
+        removed.push_back(id);
+        return ok();
+    }
     Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
         return make_coded_error("not_implemented", "later");
     }
@@ -49,8 +92,9 @@ struct Fixture {
     std::unique_ptr<Store> store;
     RecordingDriver driver;
     std::unique_ptr<ApiService> service;
+    UnixMillis now = 1'700'000'000'000;
 
-    Fixture() {
+    explicit Fixture(const std::function<void(api::HostLimits&)>& tune = {}) {
         std::string templ = (std::filesystem::temp_directory_path() / "sbxd-api-XXXXXX").string();
         REQUIRE(::mkdtemp(templ.data()) != nullptr);
         dir = templ;
@@ -58,9 +102,13 @@ struct Fixture {
         api::HostLimits limits;
         limits.host_cpus = 2;
         limits.max_memory_mib = 4096;
-        service =
-            std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", limits},
-                                         [] { return UnixMillis{1'700'000'000'000}; });
+        limits.memory_budget_mib = 1 << 20;
+        if (tune) {
+            tune(limits);
+        }
+        driver.store = store.get();
+        service = std::make_unique<ApiService>(
+            *store, driver, DaemonInfo{"host-a", "test", "/images", limits}, [this] { return now; });
         for (const auto& [id, owner] : {std::pair{"sbx_1", "alice"}, {"sbx_2", "bob"}}) {
             SandboxRecord s;
             s.id = id;
@@ -68,6 +116,7 @@ struct Fixture {
             s.from = "default";
             s.size = "small";
             s.labels = {{"owner", owner}};
+            s.memory_mib = 1024;
             s.env = {{"SECRET", "hunter2"}};
             s.created_at = 1'700'000'000'000;
             s.last_activity_at = s.created_at;
@@ -75,6 +124,15 @@ struct Fixture {
         }
     }
     ~Fixture() { std::filesystem::remove_all(dir); }
+
+    // creating -> running, or on to stopped.
+    void run(const std::string& id) const {
+        REQUIRE(store->change_state(id, {SandboxState::Running, now, std::nullopt}).has_value());
+    }
+    void stop(const std::string& id) const {
+        REQUIRE(store->change_state(id, {SandboxState::Stopping, now, std::nullopt}).has_value());
+        REQUIRE(store->change_state(id, {SandboxState::Stopped, now, std::nullopt}).has_value());
+    }
 
     http::Response call(std::string method, std::string target, std::string body = {},
                         http::Pairs headers = {}, http::Transport transport = http::Transport::Unix) const {
@@ -207,7 +265,141 @@ TEST_CASE("limits report the host and the running count") {
     Fixture f;
     auto limits = body_of(f.call("GET", "/v1/limits"))["limits"];
     CHECK(limits["hostCpus"] == 2);
-    CHECK(limits["runningSandboxes"] == 2);  // two creating
+    CHECK(limits["runningSandboxes"] == 0);  // creating rows count only through a start in flight
+    CHECK(limits["maxRunningSandboxes"] == 64);
+    CHECK(limits["startsLastMinute"] == 0);
+    f.run("sbx_1");
+    limits = body_of(f.call("GET", "/v1/limits"))["limits"];
+    CHECK(limits["runningSandboxes"] == 1);
+    CHECK(limits["memoryInUseMib"] == 1024);
     CHECK(limits["sizes"][3]["cpus"] == 2);
     CHECK(limits["sizes"][3]["memoryMib"] == 4096);
+}
+
+TEST_CASE("limit_reached: creates, resumes and forks past --max-running never reach the driver") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.run("sbx_1");
+    f.run("sbx_2");
+    f.stop("sbx_2");
+    auto create = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})");
+    CHECK(create.status == 429);
+    CHECK(body_of(create)["code"] == "limit_reached");
+    CHECK(body_of(create)["message"].get<std::string>().find("1 sandbox(es) running") != std::string::npos);
+    CHECK(body_of(create)["message"].get<std::string>().find("limit is 1") != std::string::npos);
+    CHECK_FALSE(f.driver.last_create);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_2/resume"))["code"] == "limit_reached");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})"))["code"] == "limit_reached");
+    CHECK(f.driver.forks == 0);
+    // A resume the driver refuses anyway is its invalid_state, not a limit.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/resume"))["resumeReason"] == "resized");
+    // A limit that fits lets them through.
+    Fixture roomy([](api::HostLimits& l) { l.max_sandboxes = 2; });
+    roomy.run("sbx_1");
+    CHECK(roomy.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})").status == 201);
+    CHECK(body_of(roomy.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["code"] ==
+          "limit_reached");
+}
+
+TEST_CASE("a start in flight holds its slot: a concurrent create is limit_reached") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.driver.create_ok = true;
+    std::promise<void> open;
+    f.driver.gate = open.get_future().share();
+    auto first = std::async(std::launch::async, [&] { return f.call("POST", "/v1/sandboxes", "{}"); });
+    while (!f.driver.entered) {
+        std::this_thread::yield();
+    }
+    auto second = f.call("POST", "/v1/sandboxes", "{}");
+    CHECK(second.status == 429);
+    CHECK(body_of(second)["code"] == "limit_reached");
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["runningSandboxes"] == 1);
+    open.set_value();
+    CHECK(first.get().status == 201);
+    // The driver's sandbox stays creating here, so the slot is free again.
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["runningSandboxes"] == 0);
+}
+
+TEST_CASE("rate_limited past --max-starts-per-minute, with Retry-After; failed starts give theirs back") {
+    Fixture f([](api::HostLimits& l) { l.max_starts_per_minute = 2; });
+    f.driver.create_ok = true;
+    CHECK(f.call("POST", "/v1/sandboxes", "{}").status == 201);
+    f.now += 20'000;
+    CHECK(f.call("POST", "/v1/sandboxes", "{}").status == 201);
+    f.now += 1'000;
+    auto limited = f.call("POST", "/v1/sandboxes", "{}");
+    CHECK(limited.status == 429);
+    CHECK(body_of(limited)["code"] == "rate_limited");
+    CHECK(body_of(limited)["retryAfterSeconds"] == 39);
+    CHECK(std::find(limited.headers.begin(), limited.headers.end(),
+                    std::pair<std::string, std::string>{"Retry-After", "39"}) != limited.headers.end());
+    f.run("sbx_1");
+    f.stop("sbx_1");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/resume"))["code"] == "rate_limited");
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["startsLastMinute"] == 2);
+    f.now += 39'000;  // the first start has left the window
+    f.driver.create_ok = false;
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", "{}"))["code"] == "capacity_exceeded");  // the driver's
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["startsLastMinute"] == 1);
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_1/resume").status == 200);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", "{}"))["code"] == "rate_limited");
+}
+
+TEST_CASE("capacity_exceeded when memoryMib would pass --memory-budget-mib") {
+    Fixture f([](api::HostLimits& l) { l.memory_budget_mib = 3072; });
+    f.run("sbx_1");  // 1024 MiB
+    f.run("sbx_2");  // 1024 MiB
+    auto full = f.call("POST", "/v1/sandboxes", R"({"memoryMib":1536})");
+    CHECK(full.status == 503);
+    CHECK(body_of(full)["code"] == "capacity_exceeded");
+    CHECK(body_of(full)["message"].get<std::string>().find("2048 MiB of this host's 3072") !=
+          std::string::npos);
+    CHECK_FALSE(f.driver.last_create);
+    // A memory fork needs each child's memory; the parent's is not counted twice.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["code"] ==
+          "capacity_exceeded");
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})").status == 201);
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["memoryBudgetMib"] == 3072);
+}
+
+TEST_CASE("Idempotency-Key on forks: the same key and body replays the children, another is a conflict") {
+    Fixture f;
+    f.run("sbx_1");
+    f.run("sbx_2");
+    const http::Pairs key = {{"Idempotency-Key", "fork-7"}};
+    auto first = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})", key);
+    CHECK(first.status == 201);
+    CHECK(body_of(first)["replayed"] == false);
+    auto ids = body_of(first)["sandboxes"];
+    REQUIRE(ids.size() == 2);
+    auto again = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({ "count" : 2 })", key);
+    CHECK(again.status == 200);
+    CHECK(body_of(again)["replayed"] == true);
+    CHECK(body_of(again)["sandboxes"][0]["id"] == ids[0]["id"]);
+    CHECK(body_of(again)["sandboxes"][1]["id"] == ids[1]["id"]);
+    CHECK(f.driver.forks == 1);
+    auto other_body = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})", key);
+    CHECK(other_body.status == 409);
+    CHECK(body_of(other_body)["code"] == "idempotency_conflict");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_2/fork", R"({"count":2})", key))["code"] ==
+          "idempotency_conflict");
+    CHECK(f.driver.forks == 1);
+    // Without a key every fork is new; a replay is no start, so it passes a full rate window.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["replayed"] == false);
+    CHECK(f.driver.forks == 2);
+}
+
+TEST_CASE("a create replay is answered before admission, even at the limit") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.driver.create_ok = true;
+    const http::Pairs key = {{"Idempotency-Key", "create-9"}};
+    auto first = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})", key);
+    REQUIRE(first.status == 201);
+    f.run(body_of(first)["sandbox"]["id"].get<std::string>());
+    auto again = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})", key);
+    CHECK(again.status == 200);
+    CHECK(body_of(again)["replayed"] == true);
+    CHECK(body_of(again)["sandbox"]["id"] == body_of(first)["sandbox"]["id"]);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", R"({"memoryMib":768})", key))["code"] ==
+          "idempotency_conflict");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})"))["code"] == "limit_reached");
 }

@@ -121,8 +121,9 @@ private:
     void end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful);
     [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
     [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
-    [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(const SandboxRecord& parent,
-                                                                 const api::ForkRequest& request);
+    [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(
+        const SandboxRecord& parent, const api::ForkRequest& request,
+        const std::optional<IdempotencyClaim>& claim);
     void collect_layers();
     // Warm templates (vmm_templates.cpp).
     [[nodiscard]] std::string template_dir(const SandboxRecord& like, const BootImage& image) const;
@@ -147,6 +148,8 @@ private:
     std::map<std::string, std::shared_ptr<std::mutex>> locks_;
     std::mutex guest_links_mutex_;
     std::map<std::string, agent::AgentClient> guest_links_;  // by sandbox folder
+    std::mutex fork_keys_mutex_;
+    std::set<std::string> fork_keys_;  // Idempotency-Keys of forks in progress
     std::mutex templates_mutex_;
     std::set<std::string> templates_building_;
     std::vector<std::jthread> template_builders_;

@@ -133,10 +133,31 @@ void VmmDriver::collect_layers() {
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const api::ForkRequest& request,
-                                                   const std::optional<IdempotencyClaim>&) {
+                                                   const std::optional<IdempotencyClaim>& claim) {
     auto operation = begin(id);
     if (!operation) {
         return operation.error();
+    }
+    // One fork per key at a time (a second one on another parent would
+    // record its children under the same key), and a fork that finished
+    // since the API looked is replayed.
+    std::shared_ptr<void> key_guard;
+    if (claim) {
+        {
+            std::lock_guard lock(fork_keys_mutex_);
+            if (!fork_keys_.insert(claim->key).second) {
+                return make_coded_error(api::code::kIdempotencyConflict,
+                                        "a fork with Idempotency-Key '{}' is in progress", claim->key);
+            }
+        }
+        key_guard = std::shared_ptr<void>(nullptr, [this, key = claim->key](void*) {
+            std::lock_guard lock(fork_keys_mutex_);
+            fork_keys_.erase(key);
+        });
+        auto earlier = store_.find_fork_claim(*claim, clock_());
+        if (!earlier || !earlier->empty()) {
+            return earlier;
+        }
     }
     auto parent = store_.get_sandbox(id);
     if (!parent) {
@@ -148,11 +169,12 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const 
         return make_coded_error(api::code::kInvalidState, "sandbox {} is {}: a fork needs it running{}", id,
                                 to_string(parent->state), request.memory ? "" : " or stopped");
     }
-    return fork_locked(*parent, request);
+    return fork_locked(*parent, request, claim);
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& parent,
-                                                          const api::ForkRequest& request) {
+                                                          const api::ForkRequest& request,
+                                                          const std::optional<IdempotencyClaim>& claim) {
     const SandboxFiles pf = files(parent.id);
     const bool running = parent.state == SandboxState::Running;
     std::string saved_token;
@@ -206,6 +228,12 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
         if (!created) {
             log::warn("fork of {}: {}", parent.id, created.error().to_string());
             break;
+        }
+        if (claim) {
+            if (auto recorded = store_.add_fork_child(*claim, child->id, child->created_at); !recorded) {
+                log::warn("fork of {}: recording its Idempotency-Key: {}", parent.id,
+                          recorded.error().to_string());
+            }
         }
         const SandboxFiles cf = files(child->id);
         Result<void> ready = cf.create();
