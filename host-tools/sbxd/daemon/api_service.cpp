@@ -101,6 +101,7 @@ void ApiService::add_routes() {
     host_route("GET", "/v1/limits", &ApiService::limits);
     host_route("GET", "/v1/sandboxes", &ApiService::list_sandboxes);
     host_route("POST", "/v1/sandboxes", &ApiService::create_sandbox);
+    host_route("DELETE", "/v1/sandboxes", &ApiService::delete_by_label);
     sandbox_route("GET", "/v1/sandboxes/{id}", &ApiService::get_sandbox);
     host_route("DELETE", "/v1/sandboxes/{id}", &ApiService::delete_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/stop", &ApiService::stop_sandbox);
@@ -292,6 +293,49 @@ Response ApiService::delete_sandbox(const Request& request, const PathParams& pa
         return Response::error(removed.error(), request.request_id);
     }
     return Response::ok({{"deleted", {sandbox->id}}}, request.request_id);
+}
+
+// DELETE /v1/sandboxes?labels=k=v[,k2=v2][&state=...][&dryRun=true]:
+// labels are required, so that no request deletes every sandbox.
+Response ApiService::delete_by_label(const Request& request, const PathParams&) const {
+    bool dry_run = false;
+    http::Pairs selectors;
+    for (const auto& [key, value] : request.query) {
+        if (key != "dryRun") {
+            selectors.emplace_back(key, value);
+        } else if (value == "true" || value == "false") {
+            dry_run = value == "true";
+        } else {
+            return Response::error(api::invalid_argument("dryRun must be true or false"), request.request_id);
+        }
+    }
+    auto query = api::parse_list_query(selectors);
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    if (query->labels.empty()) {
+        return Response::error(
+            api::invalid_argument("labels is required (labels=k=v[,k2=v2]): a DELETE of /v1/sandboxes "
+                                  "never deletes every sandbox"),
+            request.request_id);
+    }
+    auto matching = store_.list_sandboxes({query->labels, query->states});
+    if (!matching) {
+        return Response::error(matching.error(), request.request_id);
+    }
+    nlohmann::json deleted = nlohmann::json::array();
+    nlohmann::json failed = nlohmann::json::array();
+    for (const auto& s : *matching) {
+        if (dry_run) {
+            deleted.push_back(s.id);
+        } else if (auto removed = driver_.remove(s.id); removed) {
+            deleted.push_back(s.id);
+        } else {
+            const api::ApiError e = api::to_api_error(removed.error());
+            failed.push_back({{"id", s.id}, {"code", e.code}, {"message", e.message}});
+        }
+    }
+    return Response::ok({{"deleted", deleted}, {"dryRun", dry_run}, {"failed", failed}}, request.request_id);
 }
 
 Response ApiService::stop_sandbox(const Request& request, const PathParams& params) const {

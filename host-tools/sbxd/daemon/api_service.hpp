@@ -58,6 +58,7 @@ private:
     Response create_sandbox(const Request& request, const PathParams& params) const;
     Response get_sandbox(const Request& request, const PathParams& params) const;
     Response delete_sandbox(const Request& request, const PathParams& params) const;
+    Response delete_by_label(const Request& request, const PathParams& params) const;
     Response stop_sandbox(const Request& request, const PathParams& params) const;
     Response resume_sandbox(const Request& request, const PathParams& params) const;
     Response fork_sandbox(const Request& request, const PathParams& params) const;

@@ -403,3 +403,29 @@ TEST_CASE("a create replay is answered before admission, even at the limit") {
           "idempotency_conflict");
     CHECK(body_of(f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})"))["code"] == "limit_reached");
 }
+
+TEST_CASE("DELETE /v1/sandboxes by label: labels required, dryRun lists, scoped keys forbidden") {
+    Fixture f;
+    auto bare = f.call("DELETE", "/v1/sandboxes");
+    CHECK(bare.status == 400);
+    CHECK(body_of(bare)["code"] == "invalid_argument");
+    CHECK(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&dryRun=maybe").status == 400);
+    CHECK(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&force=1").status == 400);
+    auto dry = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&dryRun=true"));
+    CHECK(dry["ok"] == true);
+    CHECK(dry["dryRun"] == true);
+    CHECK(dry["deleted"] == json::array({"sbx_1"}));
+    CHECK(f.driver.removed.empty());
+    auto none = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dcarol"));
+    CHECK(none["deleted"].empty());
+    auto done = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dbob"));
+    CHECK(done["dryRun"] == false);
+    CHECK(done["deleted"] == json::array({"sbx_2"}));
+    CHECK(f.driver.removed == std::vector<std::string>{"sbx_2"});
+    auto scoped_key = make_api_key("guest", "sbx_1", 1).value();
+    REQUIRE(f.store->add_api_key(scoped_key.record).has_value());
+    auto scoped = f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice", {},
+                         {{"Authorization", "Bearer " + scoped_key.secret}}, http::Transport::Tcp);
+    CHECK(scoped.status == 403);
+    CHECK(body_of(scoped)["code"] == "forbidden");
+}
