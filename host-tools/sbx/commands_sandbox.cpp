@@ -206,37 +206,45 @@ int run_rm(const Context& ctx, const std::vector<std::string>& ids, const std::v
     if (ids.empty() == labels.empty()) {
         return ctx.out.fail(make_coded_error("usage", "rm: give sandbox ids or --label k=v, not both"));
     }
-    std::vector<std::string> targets = ids;
+    int status = kExitOk;
+    Json done = Json::array();
+    auto report = [&](const std::string& id) {
+        done.push_back(id);
+        if (!ctx.out.json()) {
+            ctx.out.text(fmt::format("{}{}\n", dry_run ? "would delete " : "deleted ", id));
+        }
+    };
     if (!labels.empty()) {
+        // One request: sbxd picks the sandboxes and deletes them (docs/api.md,
+        // DELETE /v1/sandboxes?labels=), or with dryRun only lists them.
         auto list = list_target(labels, {});
         if (!list) {
             return ctx.out.fail(list.error());
         }
-        Outcome reply = call(ctx, get(*list));
+        Outcome reply = call(ctx, del(*list + (dry_run ? "&dryRun=true" : "")));
         if (!reply.ok()) {
             return ctx.out.fail(reply.failure());
         }
-        for (const auto& sandbox : reply.body().value("sandboxes", Json::array())) {
-            targets.push_back(sandbox.value("id", ""));
+        for (const auto& id : reply.body().value("deleted", Json::array())) {
+            report(id.get<std::string>());
+        }
+        for (const auto& failed : reply.body().value("failed", Json::array())) {
+            status = ctx.out.fail(make_coded_error(failed.value("code", "internal"), "{}: {}",
+                                                   failed.value("id", ""), failed.value("message", "")));
         }
     }
     // Each sandbox on its own: one that fails does not keep the others.
-    int status = kExitOk;
-    Json done = Json::array();
-    for (const auto& id : targets) {
+    for (const auto& id : ids) {
         Outcome reply = call(ctx, dry_run ? get(sandbox_target(id)) : del(sandbox_target(id)));
         if (!reply.ok()) {
             status = ctx.out.fail(reply.failure());
             continue;
         }
-        done.push_back(id);
-        if (!ctx.out.json()) {
-            ctx.out.text(fmt::format("{}{}\n", dry_run ? "would delete " : "deleted ", id));
-        }
+        report(id);
     }
     if (ctx.out.json()) {
         ctx.out.event({{"type", "deleted"}, {"dryRun", dry_run}, {"deleted", done}});
-    } else if (targets.empty()) {
+    } else if (!labels.empty() && done.empty() && status == kExitOk) {
         ctx.out.note("no sandbox has those labels");
     }
     return status;
