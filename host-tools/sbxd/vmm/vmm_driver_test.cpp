@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -255,6 +256,55 @@ TEST_CASE("a VMM that exits at once fails the create without waiting for the dea
     unknown.request.from = "python";
     CHECK(driver.create(unknown).error().code == "not_found");
     CHECK(fx.store->list_sandboxes({})->size() == 1);  // refused before any row
+}
+
+TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replayed, one in progress refused") {
+    Fixture fx;
+    // Never brings up an agent: every boot fails after the boot timeout.
+    const std::string fake = fx.dir.path + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\nexec sleep 600\n", 0755);
+    VmmDriver driver(*fx.store, fx.config(fake));
+    // Two stopped parents with disks: creates that crashed, walked to stopped.
+    std::vector<std::string> parents;
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE_FALSE(driver.create(fx.spec()).has_value());
+    }
+    const std::vector<SandboxRecord> crashed = fx.store->list_sandboxes({}).value();
+    for (const auto& s : crashed) {
+        REQUIRE(fx.store->change_state(s.id, {SandboxState::Creating, 1, std::nullopt}).has_value());
+        REQUIRE(fx.store->change_state(s.id, {SandboxState::Stopped, 1, std::nullopt}).has_value());
+        parents.push_back(s.id);
+    }
+    api::ForkRequest request;
+    request.count = 2;
+    request.memory = false;  // children cold-boot
+    const IdempotencyClaim claim{"fork-key", "hash-of-body"};
+    auto second = std::async(std::launch::async, [&] {
+        // Once the first fork has made its children, the same key on the other parent.
+        while (fx.store->list_sandboxes({}).value().size() < 4) {
+            std::this_thread::sleep_for(10ms);
+        }
+        return driver.fork(parents[1], request, claim);
+    });
+    auto first = driver.fork(parents[0], request, claim);
+    REQUIRE_FALSE(first.has_value());
+    CHECK(first.error().code == "no_ready_machine");
+    auto refused = second.get();
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == "idempotency_conflict");
+    auto recorded = fx.store->find_fork_claim(claim, system_now()).value();
+    REQUIRE(recorded.size() == 2);
+    CHECK(recorded[0].state == SandboxState::Crashed);
+    auto replayed = driver.fork(parents[0], request, claim);
+    REQUIRE(replayed.has_value());
+    REQUIRE(replayed->size() == 2);
+    CHECK((*replayed)[0].id == recorded[0].id);
+    CHECK((*replayed)[1].id == recorded[1].id);
+    CHECK(fx.store->list_sandboxes({}).value().size() == 4);  // no child made again
+    const std::vector<SandboxRecord> all = fx.store->list_sandboxes({}).value();
+    for (const auto& s : all) {
+        REQUIRE(driver.remove(s.id).has_value());
+    }
 }
 
 TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back, stops and deletes finish") {
