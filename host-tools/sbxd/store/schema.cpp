@@ -90,7 +90,16 @@ CREATE TABLE fork_idempotency_keys (
 CREATE INDEX fork_idempotency_keys_by_sandbox ON fork_idempotency_keys(sandbox_id);
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1, kVersion2};
+// Version 3: named snapshots keep their machine, size and the host CPU
+// their memory was saved on (docs/sbxd.md, "Named snapshots").
+constexpr std::string_view kVersion3 = R"sql(
+ALTER TABLE snapshots ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN memory_mib INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN cpu_signature TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3};
 
 }  // namespace
 

@@ -44,10 +44,20 @@ ApiKeyRecord read_api_key(const Statement& row) {
     return ApiKeyRecord{row.text(0), row.text(1), row.text(2), row.optional_text(3), row.int64(4)};
 }
 
+#define SBXD_SNAPSHOT_COLUMNS \
+    "name, source_sandbox_id, has_memory, source, disk_gib, created_at, cpus, memory_mib, size_bytes, cpu_signature"
+
 SnapshotRecord read_snapshot(const Statement& row) {
-    return SnapshotRecord{
-        row.text(0), row.text(1), row.int64(2) != 0, row.text(3), static_cast<int>(row.int64(4)),
-        row.int64(5)};
+    return SnapshotRecord{row.text(0),
+                          row.text(1),
+                          row.int64(2) != 0,
+                          row.text(3),
+                          static_cast<int>(row.int64(4)),
+                          row.int64(5),
+                          static_cast<int>(row.int64(6)),
+                          static_cast<int>(row.int64(7)),
+                          row.int64(8),
+                          row.text(9)};
 }
 
 }  // namespace
@@ -112,13 +122,12 @@ Result<void> Store::remove_api_key(const std::string& id) {
 Result<void> Store::add_snapshot(const SnapshotRecord& s) {
     std::lock_guard lock(mutex_);
     auto stmt = db_.prepare(
-        "INSERT INTO snapshots (name, source_sandbox_id, has_memory, source, disk_gib, created_at) VALUES "
-        "(?,?,?,?,?,?)");
+        "INSERT INTO snapshots (" SBXD_SNAPSHOT_COLUMNS ") VALUES (?,?,?,?,?,?,?,?,?,?)");
     if (!stmt) {
         return stmt.error();
     }
     stmt->bind_all(s.name, s.source_sandbox_id, std::int64_t{s.has_memory}, s.from, std::int64_t{s.disk_gib},
-                   s.created_at);
+                   s.created_at, std::int64_t{s.cpus}, std::int64_t{s.memory_mib}, s.size_bytes, s.cpu_signature);
     if (auto r = stmt->run(); !r) {
         if (is_unique_violation(r.error())) {
             return make_coded_error("already_exists", "a snapshot named '{}' exists", s.name);
@@ -132,7 +141,7 @@ Result<SnapshotRecord> Store::get_snapshot(const std::string& name) {
     std::lock_guard lock(mutex_);
     auto found = collect<SnapshotRecord>(
         bound(db_.prepare(
-                  "SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
+                  "SELECT " SBXD_SNAPSHOT_COLUMNS " FROM snapshots "
                   "WHERE name = ?"),
               name),
         read_snapshot);
@@ -148,7 +157,7 @@ Result<SnapshotRecord> Store::get_snapshot(const std::string& name) {
 Result<std::vector<SnapshotRecord>> Store::list_snapshots() {
     std::lock_guard lock(mutex_);
     return collect<SnapshotRecord>(
-        db_.prepare("SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
+        db_.prepare("SELECT " SBXD_SNAPSHOT_COLUMNS " FROM snapshots "
                     "ORDER BY created_at, name"),
         read_snapshot);
 }

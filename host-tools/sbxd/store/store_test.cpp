@@ -265,16 +265,22 @@ TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
     CHECK(store->remove_api_key("key_1").error().code == "not_found");
 }
 
-TEST_CASE("named snapshots: unique names, list, remove") {
+TEST_CASE("named snapshots: unique names, list, remove; machine, size and CPU signature kept") {
     TempDir dir;
     auto store = open_store(dir.db());
-    SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100};
+    SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100, 2, 4096, 1 << 30, "GenuineIntel/6/85/7/ab"};
     REQUIRE(store->add_snapshot(snap).has_value());
     CHECK(store->get_snapshot("py-ready").value() == snap);
     CHECK(store->add_snapshot(snap).error().code == "already_exists");
-    CHECK(store->list_snapshots()->size() == 1);
+    SnapshotRecord disk_only{"disk", "sbx_a", false, "default", 8, 200};
+    REQUIRE(store->add_snapshot(disk_only).has_value());
+    auto all = store->list_snapshots().value();
+    REQUIRE(all.size() == 2);
+    CHECK(all[0] == snap);  // oldest first
+    CHECK(all[1].cpu_signature.empty());
     REQUIRE(store->remove_snapshot("py-ready").has_value());
     CHECK(store->get_snapshot("py-ready").error().code == "not_found");
+    CHECK(store->remove_snapshot("py-ready").error().code == "not_found");
 }
 
 TEST_CASE("prune drops what outlived its retention and nothing else") {
