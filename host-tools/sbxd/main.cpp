@@ -30,6 +30,7 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
 namespace {
@@ -55,6 +56,7 @@ struct Options {
     int max_starts_per_minute = 60;
     int memory_budget_mib = 0;             // 0: the host's memory less 512 MiB
     std::vector<std::string> default_env;  // K=V
+    std::string cpu_signature_override;    // test-only: pretend to be another CPU
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -228,6 +230,16 @@ int serve(Store& store, const Options& options) {
     }
     config.boot_timeout = std::chrono::seconds(options.boot_timeout_s);
     config.restore_timeout = std::chrono::seconds(options.boot_timeout_s);
+    if (!options.cpu_signature_override.empty()) {
+        log::warn("--cpu-signature-override {}: memory saved on this host's CPU will not be restored",
+                  options.cpu_signature_override);
+        config.cpu_signature = options.cpu_signature_override;
+    } else if (auto cpu = host_cpu_signature(); cpu) {
+        config.cpu_signature = *cpu;
+    } else {
+        log::error("the host CPU's signature: {}", cpu.error().to_string());
+        return kExitStartFailed;
+    }
     VmmDriver driver(store, config);
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
@@ -324,6 +336,8 @@ int main(int argc, char** argv) {
                    "the sum of memoryMib of running sandboxes may not pass it (default: the host's memory "
                    "less 512 MiB); past it 503 capacity_exceeded")
         ->check(CLI::PositiveNumber);
+    app.add_option("--cpu-signature-override", options.cpu_signature_override,
+                   "test-only: use this as the host CPU's signature, so saved memory reports cpu_mismatch");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

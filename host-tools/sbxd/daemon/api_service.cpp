@@ -110,6 +110,8 @@ void ApiService::add_routes() {
     host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
     host_route("GET", "/v1/snapshots", &ApiService::list_snapshots);
+    host_route("GET", "/v1/snapshots/{name}", &ApiService::get_snapshot);
+    host_route("DELETE", "/v1/snapshots/{name}", &ApiService::delete_snapshot);
     host_route("GET", "/v1/events", &ApiService::list_events);
     guest_.add_routes([this](std::string_view method, std::string_view pattern, http::Handler handler,
                              http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
@@ -233,7 +235,21 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    auto shape = api::resolve_shape(*parsed, info_.limits);
+    // From a named snapshot, its machine unless the request names one: the
+    // memory restores only on the same one.
+    api::CreateRequest shaped = *parsed;
+    if (parsed->from) {
+        if (auto snapshot = store_.get_snapshot(*parsed->from); snapshot) {
+            if (!shaped.size && !shaped.cpus && !shaped.memory_mib && snapshot->cpus > 0) {
+                shaped.cpus = snapshot->cpus;
+                shaped.memory_mib = snapshot->memory_mib;
+            }
+            if (!shaped.disk_gib) {
+                shaped.disk_gib = snapshot->disk_gib;
+            }
+        }
+    }
+    auto shape = api::resolve_shape(shaped, info_.limits);
     if (!shape) {
         return Response::error(shape.error(), request.request_id);
     }
@@ -267,10 +283,16 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
-    return Response::ok({{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
-                         {"replayed", created->replayed},
-                         {"warnings", warnings}},
-                        request.request_id, created->replayed ? 200 : 201);
+    nlohmann::json body = {{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
+                           {"replayed", created->replayed},
+                           {"warnings", warnings}};
+    if (created->memory_restored) {
+        body["memoryRestored"] = *created->memory_restored;
+        if (!*created->memory_restored) {
+            body["startReason"] = created->start_reason;
+        }
+    }
+    return Response::ok(std::move(body), request.request_id, created->replayed ? 200 : 201);
 }
 
 Response ApiService::get_sandbox(const Request& request, const PathParams& params) const {
@@ -492,6 +514,25 @@ Response ApiService::list_snapshots(const Request& request, const PathParams&) c
         list.push_back(snapshot_json(s));
     }
     return Response::ok({{"snapshots", list}}, request.request_id);
+}
+
+Response ApiService::get_snapshot(const Request& request, const PathParams& params) const {
+    auto snapshot = store_.get_snapshot(params.at("name"));
+    if (!snapshot) {
+        return Response::error(snapshot.error(), request.request_id);
+    }
+    return Response::ok({{"snapshot", snapshot_json(*snapshot)}}, request.request_id);
+}
+
+Response ApiService::delete_snapshot(const Request& request, const PathParams& params) const {
+    const std::string& name = params.at("name");
+    if (auto found = store_.get_snapshot(name); !found) {
+        return Response::error(found.error(), request.request_id);
+    }
+    if (auto removed = driver_.remove_snapshot(name); !removed) {
+        return Response::error(removed.error(), request.request_id);
+    }
+    return Response::ok({{"deleted", nlohmann::json::array({name})}}, request.request_id);
 }
 
 Response ApiService::list_events(const Request& request, const PathParams&) const {

@@ -65,6 +65,8 @@ private:
     Response snapshot_sandbox(const Request& request, const PathParams& params) const;
     Response history(const Request& request, const PathParams& params) const;
     Response list_snapshots(const Request& request, const PathParams& params) const;
+    Response get_snapshot(const Request& request, const PathParams& params) const;
+    Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
 
     // What the store shows running, for admission (admission.hpp).

@@ -45,7 +45,12 @@ struct RecordingDriver final : SandboxDriver {
         s.size = spec.shape.size;
         s.memory_mib = spec.shape.memory_mib;
         s.created_at = 1'700'000'000'000;  // the fixture's clock: the key's age
-        return store->create_sandbox(s, spec.claim);
+        auto created = store->create_sandbox(s, spec.claim);
+        if (created) {
+            created->memory_restored = memory_restored;
+            created->start_reason = start_reason;
+        }
+        return created;
     }
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override {
         return make_coded_error("invalid_state", "not running");
@@ -79,9 +84,21 @@ struct RecordingDriver final : SandboxDriver {
         removed.push_back(id);
         return ok();
     }
-    Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
-        return make_coded_error("not_implemented", "later");
+    // As the VMM driver does: the row in the store, refused for a used name.
+    Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override {
+        SnapshotRecord s{request.name, id, true, "default", 8, 5, 2, 1024, 4096, "AuthenticAMD/26/2/1/00ff"};
+        if (auto added = store->add_snapshot(s); !added) {
+            return added.error();
+        }
+        return s;
     }
+    Result<void> remove_snapshot(const std::string& name) override {
+        removed_snapshots.push_back(name);
+        return store->remove_snapshot(name);
+    }
+    std::vector<std::string> removed_snapshots;
+    std::optional<bool> memory_restored;
+    std::string start_reason;
     Result<AgentAddress> agent(const std::string&) override {
         return make_coded_error("invalid_state", "not running");
     }
@@ -251,7 +268,7 @@ TEST_CASE("history, snapshots and events come from the store") {
     CHECK(history[0]["command"] == json::array({"python3", "-c", "print(1)"}));
     CHECK(history[0]["exitCode"] == 0);
     REQUIRE(f.store->add_snapshot({"ready", "sbx_1", true, "default", 8, 5}).has_value());
-    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"][0]["hasMemory"] == true);
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"][0]["memory"] == true);
     auto events = body_of(f.call("GET", "/v1/events"))["events"];
     REQUIRE(events.size() == 2);
     CHECK(events[0]["type"] == "created");
@@ -428,4 +445,65 @@ TEST_CASE("DELETE /v1/sandboxes by label: labels required, dryRun lists, scoped 
                          {{"Authorization", "Bearer " + scoped_key.secret}}, http::Transport::Tcp);
     CHECK(scoped.status == 403);
     CHECK(body_of(scoped)["code"] == "forbidden");
+}
+
+TEST_CASE("named snapshots: made through the driver, listed, read, deleted; a used name 409, unknown 404") {
+    Fixture f;
+    f.driver.create_ok = true;
+    f.run("sbx_1");
+    auto made = f.call("POST", "/v1/sandboxes/sbx_1/snapshot", R"({"name":"py-ready"})");
+    REQUIRE(made.status == 201);
+    const json snap = body_of(made)["snapshot"];
+    CHECK(snap["name"] == "py-ready");
+    CHECK(snap["from"] == "sbx_1");
+    CHECK(snap["image"] == "default");
+    CHECK(snap["memory"] == true);
+    CHECK(snap["cpus"] == 2);
+    CHECK(snap["memoryMib"] == 1024);
+    CHECK(snap["diskGib"] == 8);
+    CHECK(snap["sizeBytes"] == 4096);
+    CHECK(snap["cpuSignature"] == "AuthenticAMD/26/2/1/00ff");
+    CHECK(snap["createdAt"].is_string());
+    auto again = f.call("POST", "/v1/sandboxes/sbx_1/snapshot", R"({"name":"py-ready"})");
+    CHECK(again.status == 409);
+    CHECK(body_of(again)["code"] == "already_exists");
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_9/snapshot", R"({"name":"other"})").status == 404);
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"].size() == 1);
+    CHECK(body_of(f.call("GET", "/v1/snapshots/py-ready"))["snapshot"]["name"] == "py-ready");
+    CHECK(f.call("GET", "/v1/snapshots/nope").status == 404);
+    auto gone = f.call("DELETE", "/v1/snapshots/py-ready");
+    CHECK(gone.status == 200);
+    CHECK(body_of(gone)["deleted"] == json::array({"py-ready"}));
+    CHECK(f.driver.removed_snapshots == std::vector<std::string>{"py-ready"});
+    auto unknown = f.call("DELETE", "/v1/snapshots/py-ready");
+    CHECK(unknown.status == 404);
+    CHECK(body_of(unknown)["code"] == "not_found");
+    CHECK(f.driver.removed_snapshots.size() == 1);  // refused before the driver
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"].empty());
+}
+
+TEST_CASE("a create from a named snapshot takes its machine unless told; cold and why memory was not restored") {
+    Fixture f;
+    f.driver.create_ok = true;
+    REQUIRE(f.store->add_snapshot({"py-ready", "sbx_1", true, "default", 3, 5, 1, 512, 0, "x"}).has_value());
+    REQUIRE(f.call("POST", "/v1/sandboxes", R"({"from":"py-ready"})").status == 201);
+    CHECK(f.driver.last_create->shape.cpus == 1);
+    CHECK(f.driver.last_create->shape.memory_mib == 512);
+    CHECK(f.driver.last_create->shape.disk_gib == 3);
+    CHECK_FALSE(f.driver.last_create->request.cold);
+    f.driver.memory_restored = false;
+    f.driver.start_reason = "cpu_mismatch";
+    auto sized = f.call("POST", "/v1/sandboxes", R"({"from":"py-ready","size":"small","cold":true})");
+    REQUIRE(sized.status == 201);
+    CHECK(f.driver.last_create->shape.size == "small");
+    CHECK(f.driver.last_create->request.cold);
+    CHECK(body_of(sized)["memoryRestored"] == false);
+    CHECK(body_of(sized)["startReason"] == "cpu_mismatch");
+    f.driver.memory_restored = true;
+    auto restored = body_of(f.call("POST", "/v1/sandboxes", R"({"from":"py-ready"})"));
+    CHECK(restored["memoryRestored"] == true);
+    CHECK_FALSE(restored.contains("startReason"));
+    f.driver.memory_restored.reset();
+    CHECK_FALSE(body_of(f.call("POST", "/v1/sandboxes", "{}")).contains("memoryRestored"));
+    CHECK(f.call("POST", "/v1/sandboxes", R"({"cold":1})").status == 400);
 }

@@ -43,6 +43,10 @@ struct CreateOutcome {
     SandboxRecord sandbox;
     bool replayed = false;  // an earlier create with the same key and body
     std::vector<std::string> warnings{};  // the driver's (e.g. a cold boot without a warm template)
+    // From a named snapshot: whether its memory was restored, and if not
+    // why (cold, cpu_mismatch, no_memory_snapshot, resized, restore_failed).
+    std::optional<bool> memory_restored{};
+    std::string start_reason{};
 };
 
 struct StateChange {

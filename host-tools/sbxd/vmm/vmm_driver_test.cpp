@@ -16,6 +16,7 @@
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
+#include "host-tools/sbxd/vmm/driver_test_fixture.hpp"
 #include "host-tools/sbxd/vmm/guest_api.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
@@ -23,76 +24,8 @@
 
 using namespace sbx;
 using namespace sbx::sbxd;
+using namespace sbx::sbxd::testing;
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
-
-namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = "/tmp/sbxd-driver-test.XXXXXX";
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write_file(const std::string& path, const std::string& text, unsigned mode = 0644) {
-    fs::create_directories(fs::path(path).parent_path());
-    std::ofstream(path, std::ios::binary) << text;
-    ::chmod(path.c_str(), mode);
-}
-
-// An images/build cache with one kernel and one root disk.
-void make_images(const std::string& dir) {
-    write_file(dir + "/kernel/aaaa/vmlinux", "kernel");
-    write_file(dir + "/kernel/aaaa/.complete", "");
-    write_file(dir + "/rootfs/bbbb/rootfs.ext4", std::string(1 << 20, '\0'));
-    write_file(dir + "/rootfs/bbbb/.complete", "");
-}
-
-std::uint64_t be64(const std::string& s, std::size_t at) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < 8; ++i) {
-        v = v << 8 | static_cast<unsigned char>(s[at + i]);
-    }
-    return v;
-}
-
-struct Fixture {
-    TempDir dir;
-    std::unique_ptr<Store> store;
-    std::string images = dir.path + "/images";
-    std::string state = dir.path + "/state";
-    Fixture() {
-        make_images(images);
-        fs::create_directories(state);
-        auto opened = Store::open(state + "/sbxd.db");
-        REQUIRE(opened.has_value());
-        store = std::move(*opened);
-    }
-    DriverConfig config(const std::string& vmm) const {
-        DriverConfig c{state, vmm, images, api::HostLimits{}};
-        c.boot_timeout = 1500ms;
-        c.restore_timeout = 1500ms;
-        return c;
-    }
-    CreateSpec spec() const {
-        CreateSpec s;
-        s.shape = api::SandboxShape{"custom", 1, 256, 1, {}};
-        return s;
-    }
-};
-
-}  // namespace
 
 TEST_CASE("CIDs: the lowest free one from 3, each live VMM its own") {
     CidAllocator cids;
