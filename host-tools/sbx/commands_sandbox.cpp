@@ -69,15 +69,28 @@ int run_new(const Context& ctx, const NewCommand& command) {
     print_warnings(ctx, reply.body());
     const Json sandbox = reply.body().value("sandbox", Json::object());
     std::int64_t ms = elapsed_ms(start);
+    // From a named snapshot sbxd says whether its memory was restored.
+    const Json& b = reply.body();
+    const bool from_snapshot = b.contains("memoryRestored");
     if (ctx.out.json()) {
-        ctx.out.event({{"type", "ready"},
-                       {"id", sandbox.value("id", Json())},
-                       {"replayed", reply.body().value("replayed", false)},
-                       {"elapsedMs", ms},
-                       {"sandbox", sandbox}});
+        Json ready = {{"type", "ready"},
+                      {"id", sandbox.value("id", Json())},
+                      {"replayed", b.value("replayed", false)},
+                      {"elapsedMs", ms},
+                      {"sandbox", sandbox}};
+        if (from_snapshot) {
+            ready["memoryRestored"] = b["memoryRestored"];
+            ready["startReason"] = b.value("startReason", Json());
+        }
+        ctx.out.event(ready);
     } else {
-        ctx.out.text(fmt::format("{}  {}  {}{}  ready in {}\n", cell(sandbox, "id"), cell(sandbox, "state"),
-                                 shape(sandbox), reply.body().value("replayed", false) ? " (replayed)" : "",
+        std::string how;
+        if (from_snapshot) {
+            how = b.value("memoryRestored", false) ? " (memory restored)"
+                                                   : " (cold boot: " + cell(b, "startReason") + ")";
+        }
+        ctx.out.text(fmt::format("{}  {}  {}{}{}  ready in {}\n", cell(sandbox, "id"), cell(sandbox, "state"),
+                                 shape(sandbox), b.value("replayed", false) ? " (replayed)" : "", how,
                                  seconds(ms)));
     }
     return kExitOk;
@@ -310,7 +323,7 @@ int run_snapshot_create(const Context& ctx, const std::string& id, const std::st
         ctx.out.event({{"type", "snapshot"}, {"snapshot", snapshot}});
     } else {
         ctx.out.text(fmt::format("snapshot {} of {}{}\n", name, id,
-                                 snapshot.value("hasMemory", false) ? " (disk and memory)" : " (disk)"));
+                                 snapshot.value("memory", false) ? " (disk and memory)" : " (disk)"));
     }
     return kExitOk;
 }
@@ -327,11 +340,13 @@ int run_snapshot_ls(const Context& ctx) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& s : snapshots) {
-        rows.push_back({cell(s, "name"), cell(s, "sourceSandboxId"),
-                        s.value("hasMemory", false) ? "yes" : "no", cell(s, "from"), cell(s, "diskGib"),
-                        cell(s, "createdAt")});
+        rows.push_back({cell(s, "name"), cell(s, "from"), s.value("memory", false) ? "yes" : "no",
+                        cell(s, "image"), fmt::format("{}/{}/{}", cell(s, "cpus"), cell(s, "memoryMib"),
+                                                      cell(s, "diskGib")),
+                        fmt::format("{:.1f}", s.value("sizeBytes", 0.0) / (1024.0 * 1024.0)), cell(s, "createdAt")});
     }
-    ctx.out.text(format_table({"NAME", "SOURCE", "MEMORY", "FROM", "DISK GIB", "CREATED"}, rows));
+    ctx.out.text(
+        format_table({"NAME", "FROM", "MEMORY", "IMAGE", "CPUS/MIB/GIB", "SIZE MIB", "CREATED"}, rows));
     return kExitOk;
 }
 
