@@ -481,6 +481,15 @@ Response ApiService::snapshot_sandbox(const Request& request, const PathParams& 
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
     }
+    // A running sandbox stops and restarts inside the snapshot (as a memory
+    // fork's parent): its slot is held meanwhile. No start is counted.
+    std::optional<Admission::Decision> held;
+    if (sandbox->state == SandboxState::Running) {
+        held = admission_.admit(Demand{0, 0, 0, 1, sandbox->memory_mib});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*held)) {
+            return refused(*no, request.request_id);
+        }
+    }
     auto snapshot = driver_.snapshot(sandbox->id, *parsed);
     if (!snapshot) {
         return Response::error(snapshot.error(), request.request_id);

@@ -317,6 +317,7 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     }
     const VmmProcess vmm = stopping->vmm.value_or(VmmProcess{});
     ::unlink(f.memory().c_str());
+    ::unlink(cpu_signature_file(f.memory()).c_str());  // written again with the new memory
     if (request.memory) {
         // Written to a temporary name and renamed by the VMM: memory.snap
         // exists only complete.
