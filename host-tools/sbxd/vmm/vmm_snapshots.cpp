@@ -131,8 +131,7 @@ Result<SnapshotRecord> VmmDriver::snapshot(const std::string& id, const api::Sna
         (void)snap.remove();
         return e;
     };
-    SnapshotRecord record{request.name, id,        false,        image_of(*s), s->disk_gib, clock_(),
-                          s->cpus,      s->memory_mib, 0,          ""};
+    SnapshotRecord record{request.name, id, false, image_of(*s), s->disk_gib, clock_(), s->cpus, s->memory_mib};
     const SandboxFiles sf = files(id);
     Result<std::string> layer = make_error("no layer");
     if (running) {
