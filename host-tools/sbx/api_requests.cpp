@@ -155,6 +155,9 @@ Result<Json> create_body(const CreateOptions& options,
     if (options.no_auto_stop) {
         body["noAutoStop"] = true;
     }
+    if (options.cold) {
+        body["cold"] = true;
+    }
     return body;
 }
 

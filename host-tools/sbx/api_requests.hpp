@@ -46,7 +46,7 @@ struct CreateOptions {
     std::string size, from, ttl, memory, disk;
     unsigned cpus = 0;  // 0: not given
     std::vector<std::string> labels, env;
-    bool no_env = false, no_auto_stop = false;
+    bool no_env = false, no_auto_stop = false, cold = false;
     std::optional<unsigned> idle_minutes;
 };
 [[nodiscard]] Result<Json> create_body(

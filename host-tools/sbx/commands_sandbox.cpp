@@ -69,15 +69,28 @@ int run_new(const Context& ctx, const NewCommand& command) {
     print_warnings(ctx, reply.body());
     const Json sandbox = reply.body().value("sandbox", Json::object());
     std::int64_t ms = elapsed_ms(start);
+    // From a named snapshot sbxd says whether its memory was restored.
+    const Json& b = reply.body();
+    const bool from_snapshot = b.contains("memoryRestored");
     if (ctx.out.json()) {
-        ctx.out.event({{"type", "ready"},
-                       {"id", sandbox.value("id", Json())},
-                       {"replayed", reply.body().value("replayed", false)},
-                       {"elapsedMs", ms},
-                       {"sandbox", sandbox}});
+        Json ready = {{"type", "ready"},
+                      {"id", sandbox.value("id", Json())},
+                      {"replayed", b.value("replayed", false)},
+                      {"elapsedMs", ms},
+                      {"sandbox", sandbox}};
+        if (from_snapshot) {
+            ready["memoryRestored"] = b["memoryRestored"];
+            ready["startReason"] = b.value("startReason", Json());
+        }
+        ctx.out.event(ready);
     } else {
-        ctx.out.text(fmt::format("{}  {}  {}{}  ready in {}\n", cell(sandbox, "id"), cell(sandbox, "state"),
-                                 shape(sandbox), reply.body().value("replayed", false) ? " (replayed)" : "",
+        std::string how;
+        if (from_snapshot) {
+            how = b.value("memoryRestored", false) ? " (memory restored)"
+                                                   : " (cold boot: " + cell(b, "startReason") + ")";
+        }
+        ctx.out.text(fmt::format("{}  {}  {}{}{}  ready in {}\n", cell(sandbox, "id"), cell(sandbox, "state"),
+                                 shape(sandbox), b.value("replayed", false) ? " (replayed)" : "", how,
                                  seconds(ms)));
     }
     return kExitOk;
@@ -206,37 +219,45 @@ int run_rm(const Context& ctx, const std::vector<std::string>& ids, const std::v
     if (ids.empty() == labels.empty()) {
         return ctx.out.fail(make_coded_error("usage", "rm: give sandbox ids or --label k=v, not both"));
     }
-    std::vector<std::string> targets = ids;
+    int status = kExitOk;
+    Json done = Json::array();
+    auto report = [&](const std::string& id) {
+        done.push_back(id);
+        if (!ctx.out.json()) {
+            ctx.out.text(fmt::format("{}{}\n", dry_run ? "would delete " : "deleted ", id));
+        }
+    };
     if (!labels.empty()) {
+        // One request: sbxd picks the sandboxes and deletes them (docs/api.md,
+        // DELETE /v1/sandboxes?labels=), or with dryRun only lists them.
         auto list = list_target(labels, {});
         if (!list) {
             return ctx.out.fail(list.error());
         }
-        Outcome reply = call(ctx, get(*list));
+        Outcome reply = call(ctx, del(*list + (dry_run ? "&dryRun=true" : "")));
         if (!reply.ok()) {
             return ctx.out.fail(reply.failure());
         }
-        for (const auto& sandbox : reply.body().value("sandboxes", Json::array())) {
-            targets.push_back(sandbox.value("id", ""));
+        for (const auto& id : reply.body().value("deleted", Json::array())) {
+            report(id.get<std::string>());
+        }
+        for (const auto& failed : reply.body().value("failed", Json::array())) {
+            status = ctx.out.fail(make_coded_error(failed.value("code", "internal"), "{}: {}",
+                                                   failed.value("id", ""), failed.value("message", "")));
         }
     }
     // Each sandbox on its own: one that fails does not keep the others.
-    int status = kExitOk;
-    Json done = Json::array();
-    for (const auto& id : targets) {
+    for (const auto& id : ids) {
         Outcome reply = call(ctx, dry_run ? get(sandbox_target(id)) : del(sandbox_target(id)));
         if (!reply.ok()) {
             status = ctx.out.fail(reply.failure());
             continue;
         }
-        done.push_back(id);
-        if (!ctx.out.json()) {
-            ctx.out.text(fmt::format("{}{}\n", dry_run ? "would delete " : "deleted ", id));
-        }
+        report(id);
     }
     if (ctx.out.json()) {
         ctx.out.event({{"type", "deleted"}, {"dryRun", dry_run}, {"deleted", done}});
-    } else if (targets.empty()) {
+    } else if (!labels.empty() && done.empty() && status == kExitOk) {
         ctx.out.note("no sandbox has those labels");
     }
     return status;
@@ -302,7 +323,7 @@ int run_snapshot_create(const Context& ctx, const std::string& id, const std::st
         ctx.out.event({{"type", "snapshot"}, {"snapshot", snapshot}});
     } else {
         ctx.out.text(fmt::format("snapshot {} of {}{}\n", name, id,
-                                 snapshot.value("hasMemory", false) ? " (disk and memory)" : " (disk)"));
+                                 snapshot.value("memory", false) ? " (disk and memory)" : " (disk)"));
     }
     return kExitOk;
 }
@@ -319,11 +340,13 @@ int run_snapshot_ls(const Context& ctx) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& s : snapshots) {
-        rows.push_back({cell(s, "name"), cell(s, "sourceSandboxId"),
-                        s.value("hasMemory", false) ? "yes" : "no", cell(s, "from"), cell(s, "diskGib"),
-                        cell(s, "createdAt")});
+        rows.push_back({cell(s, "name"), cell(s, "from"), s.value("memory", false) ? "yes" : "no",
+                        cell(s, "image"), fmt::format("{}/{}/{}", cell(s, "cpus"), cell(s, "memoryMib"),
+                                                      cell(s, "diskGib")),
+                        fmt::format("{:.1f}", s.value("sizeBytes", 0.0) / (1024.0 * 1024.0)), cell(s, "createdAt")});
     }
-    ctx.out.text(format_table({"NAME", "SOURCE", "MEMORY", "FROM", "DISK GIB", "CREATED"}, rows));
+    ctx.out.text(
+        format_table({"NAME", "FROM", "MEMORY", "IMAGE", "CPUS/MIB/GIB", "SIZE MIB", "CREATED"}, rows));
     return kExitOk;
 }
 

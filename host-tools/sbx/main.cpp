@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
         ->type_name("MIN");
     create->add_option("--ttl", c.ttl, "auto-stop after 90s, 30m, 2h30m, 7d (default 1h)")->type_name("DUR");
     create->add_flag("--no-auto-stop", c.no_auto_stop, "no auto-stop deadline");
+    create->add_flag("--cold", c.cold, "boot cold: no warm template, no memory of a snapshot");
     create->add_option("--idempotency-key", f.create.idempotency_key,
                        "the same key and flags give the same sandbox");
 

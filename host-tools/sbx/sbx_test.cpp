@@ -78,7 +78,9 @@ TEST_CASE("new: flags become the create body") {
     CreateOptions zero_idle;
     zero_idle.idle_minutes = 0;
     zero_idle.no_auto_stop = true;
-    CHECK(create_body(zero_idle, fake_env).value() == Json{{"idleMinutes", 0}, {"noAutoStop", true}});
+    zero_idle.cold = true;
+    CHECK(create_body(zero_idle, fake_env).value() ==
+          Json{{"idleMinutes", 0}, {"noAutoStop", true}, {"cold", true}});
 }
 
 TEST_CASE("new: what the CLI refuses before asking sbxd") {

@@ -30,6 +30,7 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
 namespace {
@@ -50,7 +51,12 @@ struct Options {
     unsigned boot_timeout_s = 600;
     std::string socket_group = "sandboxer";
     unsigned workers = 0;
+    // Admission (docs/sbxd.md "Admission").
+    int max_running = 64;
+    int max_starts_per_minute = 60;
+    int memory_budget_mib = 0;             // 0: the host's memory less 512 MiB
     std::vector<std::string> default_env;  // K=V
+    std::string cpu_signature_override;    // test-only: pretend to be another CPU
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -201,6 +207,11 @@ int serve(Store& store, const Options& options) {
     asio::thread_pool workers(worker_count);
     const std::string images_dir = options.images_dir.empty() ? default_images_dir() : options.images_dir;
     DaemonInfo info{host_name(), kVersion, images_dir, api::detect_host_limits()};
+    info.limits.max_sandboxes = options.max_running;
+    info.limits.max_starts_per_minute = options.max_starts_per_minute;
+    if (options.memory_budget_mib > 0) {
+        info.limits.memory_budget_mib = options.memory_budget_mib;
+    }
     DriverConfig config{std::filesystem::absolute(options.state_dir).string(),
                         options.vmm_path.empty() ? default_vmm_path() : options.vmm_path,
                         std::filesystem::absolute(images_dir).string(), info.limits};
@@ -219,6 +230,16 @@ int serve(Store& store, const Options& options) {
     }
     config.boot_timeout = std::chrono::seconds(options.boot_timeout_s);
     config.restore_timeout = std::chrono::seconds(options.boot_timeout_s);
+    if (!options.cpu_signature_override.empty()) {
+        log::warn("--cpu-signature-override {}: memory saved on this host's CPU will not be restored",
+                  options.cpu_signature_override);
+        config.cpu_signature = options.cpu_signature_override;
+    } else if (auto cpu = host_cpu_signature(); cpu) {
+        config.cpu_signature = *cpu;
+    } else {
+        log::error("the host CPU's signature: {}", cpu.error().to_string());
+        return kExitStartFailed;
+    }
     VmmDriver driver(store, config);
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
@@ -303,6 +324,20 @@ int main(int argc, char** argv) {
                    "K=V for every sandbox's /etc/sandboxer/env, unless it was made with noEnv; repeatable");
     app.add_option("--workers", options.workers,
                    "worker threads for request handling (default: max(4, CPUs))");
+    app.add_option("--max-running", options.max_running,
+                   "sandboxes running at once (running, stopping and starting); past it 429 limit_reached")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--max-starts-per-minute", options.max_starts_per_minute,
+                   "creates, resumes and fork children in any 60 s; past it 429 rate_limited")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--memory-budget-mib", options.memory_budget_mib,
+                   "the sum of memoryMib of running sandboxes may not pass it (default: the host's memory "
+                   "less 512 MiB); past it 503 capacity_exceeded")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--cpu-signature-override", options.cpu_signature_override,
+                   "test-only: use this as the host CPU's signature, so saved memory reports cpu_mismatch");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

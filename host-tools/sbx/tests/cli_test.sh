@@ -108,6 +108,10 @@ run snapshot_missing 1 snapshot sbx_missing py-ready
 error_is snapshot_missing 404 not_found
 run snapshot_ls 0 snapshot ls
 check snapshot_ls out "lines == [{'type': 'snapshots', 'snapshots': []}]"
+run snapshot_rm_missing 1 snapshot rm py-ready
+error_is snapshot_rm_missing 404 not_found
+run new_cold_missing 1 new --cold --from py-ready
+error_is new_cold_missing 404 not_found
 run events 0 events --after 0
 check events out "lines == [{'type': 'events', 'events': []}]"
 run rm_missing 1 rm sbx_missing

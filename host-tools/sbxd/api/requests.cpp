@@ -181,6 +181,7 @@ Result<CreateRequest> parse_create(std::string_view body) {
     SBXD_TRY(idle, f.integer("idleMinutes", 0, kMaxIdleMinutes));
     SBXD_TRY(ttl, f.string("ttl"));
     SBXD_TRY(no_auto_stop, f.boolean("noAutoStop"));
+    SBXD_TRY(cold, f.boolean("cold"));
     if (auto done = f.finish(); !done) {
         return done.error();
     }
@@ -210,6 +211,7 @@ Result<CreateRequest> parse_create(std::string_view body) {
         r.idle_minutes = static_cast<int>(**idle);
     }
     r.no_auto_stop = no_auto_stop->value_or(false);
+    r.cold = cold->value_or(false);
     if (*ttl) {
         if (r.no_auto_stop) {
             return invalid_argument("ttl and noAutoStop exclude each other");

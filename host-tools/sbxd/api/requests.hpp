@@ -40,6 +40,7 @@ struct CreateRequest {
     std::optional<int> idle_minutes;          // 0 or absent: no idle pause
     std::optional<std::int64_t> ttl_seconds;  // absent: the default (unless no_auto_stop)
     bool no_auto_stop = false;
+    bool cold = false;  // no warm template or memory snapshot: a cold boot
 };
 
 struct StopRequest {

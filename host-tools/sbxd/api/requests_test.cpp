@@ -163,6 +163,12 @@ TEST_CASE("idleMinutes 0 is off and noAutoStop alone is fine") {
     CHECK(r->no_auto_stop);
 }
 
+TEST_CASE("cold is a boolean, off unless given") {
+    CHECK_FALSE(parse_create("{}").value().cold);
+    CHECK(parse_create(R"({"cold":true,"from":"py-ready"})").value().cold);
+    CHECK(code_of(parse_create(R"({"cold":"yes"})")) == "invalid_argument");
+}
+
 TEST_CASE("stop, resume, fork and snapshot bodies") {
     CHECK(parse_stop("").value().memory);
     CHECK_FALSE(parse_stop(R"({"memory":false})").value().memory);

@@ -25,6 +25,7 @@ HostLimits detect_host_limits() {
         limits.host_memory_mib = static_cast<int>(static_cast<long long>(pages) * page_size / (1024 * 1024));
     }
     limits.max_memory_mib = std::max(limits.min_memory_mib, limits.host_memory_mib - 512);
+    limits.memory_budget_mib = limits.max_memory_mib;
     return limits;
 }
 

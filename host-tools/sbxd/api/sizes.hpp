@@ -35,8 +35,11 @@ struct HostLimits {
     int min_memory_mib = 256;
     int max_disk_gib = 2048;
     int default_disk_gib = 8;
-    int max_sandboxes = 64;          // running at once
-    int max_starts_per_minute = 60;  // creates and resumes
+    int max_sandboxes = 64;          // running at once (sbxd --max-running)
+    int max_starts_per_minute = 60;  // creates, resumes and fork children
+    // The sum of memoryMib of running sandboxes may not pass this: the
+    // host's memory less the same 512 MiB (sbxd --memory-budget-mib).
+    int memory_budget_mib = 1024;
 };
 
 // The limits of the machine sbxd runs on: its online CPUs and physical

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <variant>
 
 #include "host-tools/sbxd/api/fields.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
@@ -23,8 +24,10 @@ Error forbidden(std::string_view what) {
 
 // Idempotency-Key (product.md §5): 1-255 visible ASCII characters. The
 // body's hash is of its parsed form, so that whitespace or key order do
-// not make the same request look different.
-Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request) {
+// not make the same request look different; `scope` (a fork's parent)
+// goes into the hash too.
+Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request,
+                                                          std::string_view scope = {}) {
     std::string_view key = request.header("Idempotency-Key");
     if (key.empty()) {
         return std::optional<IdempotencyClaim>();
@@ -37,7 +40,28 @@ Result<std::optional<IdempotencyClaim>> idempotency_claim(const Request& request
     if (!body) {
         return body.error();
     }
-    return std::optional<IdempotencyClaim>(IdempotencyClaim{std::string(key), sha256_hex(body->dump())});
+    return std::optional<IdempotencyClaim>(
+        IdempotencyClaim{std::string(key), sha256_hex(std::string(scope) + body->dump())});
+}
+
+// A refusal of admission.hpp as the API's error; rate_limited carries
+// Retry-After (RFC 9110 §10.2.3) and the same seconds in the body.
+Response refused(const Admission::Refusal& refusal, std::string_view request_id) {
+    Response response = Response::error(refusal.error, request_id);
+    if (refusal.retry_after_seconds > 0) {
+        auto body = nlohmann::json::parse(response.body);
+        body["retryAfterSeconds"] = refusal.retry_after_seconds;
+        response.body = body.dump();
+        response.headers.emplace_back("Retry-After", std::to_string(refusal.retry_after_seconds));
+    }
+    return response;
+}
+
+// The ticket of an admitted start; empty when none was asked.
+void commit(std::optional<Admission::Decision>& decision) {
+    if (decision) {
+        std::get<Admission::Ticket>(*decision).commit();
+    }
 }
 
 Result<void> no_query(const Request& request) {
@@ -62,6 +86,10 @@ ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clo
       info_(std::move(info)),
       clock_(std::move(clock)),
       started_at_(clock_()),
+      admission_(
+          AdmissionLimits{info_.limits.max_sandboxes, info_.limits.max_starts_per_minute,
+                          info_.limits.memory_budget_mib},
+          [this] { return usage(); }, clock_),
       guest_(store, driver, clock_) {
     add_routes();
 }
@@ -73,6 +101,7 @@ void ApiService::add_routes() {
     host_route("GET", "/v1/limits", &ApiService::limits);
     host_route("GET", "/v1/sandboxes", &ApiService::list_sandboxes);
     host_route("POST", "/v1/sandboxes", &ApiService::create_sandbox);
+    host_route("DELETE", "/v1/sandboxes", &ApiService::delete_by_label);
     sandbox_route("GET", "/v1/sandboxes/{id}", &ApiService::get_sandbox);
     host_route("DELETE", "/v1/sandboxes/{id}", &ApiService::delete_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/stop", &ApiService::stop_sandbox);
@@ -81,6 +110,8 @@ void ApiService::add_routes() {
     host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
     host_route("GET", "/v1/snapshots", &ApiService::list_snapshots);
+    host_route("GET", "/v1/snapshots/{name}", &ApiService::get_snapshot);
+    host_route("DELETE", "/v1/snapshots/{name}", &ApiService::delete_snapshot);
     host_route("GET", "/v1/events", &ApiService::list_events);
     guest_.add_routes([this](std::string_view method, std::string_view pattern, http::Handler handler,
                              http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
@@ -141,11 +172,23 @@ Response ApiService::health(const Request& request, const PathParams&) const {
                         request.request_id);
 }
 
-Response ApiService::limits(const Request& request, const PathParams&) const {
-    auto running =
-        store_.list_sandboxes({{}, {SandboxState::Creating, SandboxState::Running, SandboxState::Stopping}});
+Result<Usage> ApiService::usage() const {
+    auto running = store_.list_sandboxes({{}, {SandboxState::Running, SandboxState::Stopping}});
     if (!running) {
-        return Response::error(running.error(), request.request_id);
+        return running.error();
+    }
+    Usage u;
+    for (const auto& s : *running) {
+        ++u.running;
+        u.memory_mib += s.memory_mib;
+    }
+    return u;
+}
+
+Response ApiService::limits(const Request& request, const PathParams&) const {
+    auto now = admission_.report();
+    if (!now) {
+        return Response::error(now.error(), request.request_id);
     }
     const auto& l = info_.limits;
     nlohmann::json sizes = nlohmann::json::array();
@@ -156,8 +199,11 @@ Response ApiService::limits(const Request& request, const PathParams&) const {
     }
     return Response::ok({{"limits",
                           {{"maxRunningSandboxes", l.max_sandboxes},
-                           {"runningSandboxes", running->size()},
+                           {"runningSandboxes", now->running},
                            {"maxStartsPerMinute", l.max_starts_per_minute},
+                           {"startsLastMinute", now->starts_last_minute},
+                           {"memoryBudgetMib", l.memory_budget_mib},
+                           {"memoryInUseMib", now->memory_mib},
                            {"hostCpus", l.host_cpus},
                            {"hostMemoryMib", l.host_memory_mib},
                            {"maxMemoryMibPerSandbox", l.max_memory_mib},
@@ -189,7 +235,21 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    auto shape = api::resolve_shape(*parsed, info_.limits);
+    // From a named snapshot, its machine unless the request names one: the
+    // memory restores only on the same one.
+    api::CreateRequest shaped = *parsed;
+    if (parsed->from) {
+        if (auto snapshot = store_.get_snapshot(*parsed->from); snapshot) {
+            if (!shaped.size && !shaped.cpus && !shaped.memory_mib && snapshot->cpus > 0) {
+                shaped.cpus = snapshot->cpus;
+                shaped.memory_mib = snapshot->memory_mib;
+            }
+            if (!shaped.disk_gib) {
+                shaped.disk_gib = snapshot->disk_gib;
+            }
+        }
+    }
+    auto shape = api::resolve_shape(shaped, info_.limits);
     if (!shape) {
         return Response::error(shape.error(), request.request_id);
     }
@@ -197,16 +257,42 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!claim) {
         return Response::error(claim.error(), request.request_id);
     }
+    // A replay is no start: answered before admission.
+    if (*claim) {
+        auto earlier = store_.find_create_claim(**claim, clock_());
+        if (!earlier) {
+            return Response::error(earlier.error(), request.request_id);
+        }
+        if (*earlier) {
+            return Response::ok({{"sandbox", sandbox_json(**earlier, info_.host_name)},
+                                 {"replayed", true},
+                                 {"warnings", nlohmann::json::array()}},
+                                request.request_id, 200);
+        }
+    }
+    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, 1, shape->memory_mib, 0, 0});
+    if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+        return refused(*no, request.request_id);
+    }
     auto created = driver_.create(CreateSpec{*parsed, *shape, *claim});
     if (!created) {
         return Response::error(created.error(), request.request_id);
     }
+    if (!created->replayed) {
+        commit(decision);
+    }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
-    return Response::ok({{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
-                         {"replayed", created->replayed},
-                         {"warnings", warnings}},
-                        request.request_id, created->replayed ? 200 : 201);
+    nlohmann::json body = {{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
+                           {"replayed", created->replayed},
+                           {"warnings", warnings}};
+    if (created->memory_restored) {
+        body["memoryRestored"] = *created->memory_restored;
+        if (!*created->memory_restored) {
+            body["startReason"] = created->start_reason;
+        }
+    }
+    return Response::ok(std::move(body), request.request_id, created->replayed ? 200 : 201);
 }
 
 Response ApiService::get_sandbox(const Request& request, const PathParams& params) const {
@@ -229,6 +315,49 @@ Response ApiService::delete_sandbox(const Request& request, const PathParams& pa
         return Response::error(removed.error(), request.request_id);
     }
     return Response::ok({{"deleted", {sandbox->id}}}, request.request_id);
+}
+
+// DELETE /v1/sandboxes?labels=k=v[,k2=v2][&state=...][&dryRun=true]:
+// labels are required, so that no request deletes every sandbox.
+Response ApiService::delete_by_label(const Request& request, const PathParams&) const {
+    bool dry_run = false;
+    http::Pairs selectors;
+    for (const auto& [key, value] : request.query) {
+        if (key != "dryRun") {
+            selectors.emplace_back(key, value);
+        } else if (value == "true" || value == "false") {
+            dry_run = value == "true";
+        } else {
+            return Response::error(api::invalid_argument("dryRun must be true or false"), request.request_id);
+        }
+    }
+    auto query = api::parse_list_query(selectors);
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    if (query->labels.empty()) {
+        return Response::error(
+            api::invalid_argument("labels is required (labels=k=v[,k2=v2]): a DELETE of /v1/sandboxes "
+                                  "never deletes every sandbox"),
+            request.request_id);
+    }
+    auto matching = store_.list_sandboxes({query->labels, query->states});
+    if (!matching) {
+        return Response::error(matching.error(), request.request_id);
+    }
+    nlohmann::json deleted = nlohmann::json::array();
+    nlohmann::json failed = nlohmann::json::array();
+    for (const auto& s : *matching) {
+        if (dry_run) {
+            deleted.push_back(s.id);
+        } else if (auto removed = driver_.remove(s.id); removed) {
+            deleted.push_back(s.id);
+        } else {
+            const api::ApiError e = api::to_api_error(removed.error());
+            failed.push_back({{"id", s.id}, {"code", e.code}, {"message", e.message}});
+        }
+    }
+    return Response::ok({{"deleted", deleted}, {"dryRun", dry_run}, {"failed", failed}}, request.request_id);
 }
 
 Response ApiService::stop_sandbox(const Request& request, const PathParams& params) const {
@@ -256,10 +385,31 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
     }
+    // Only a resume the driver would start is admitted; others get its invalid_state.
+    std::optional<Admission::Decision> decision;
+    if (sandbox->state == SandboxState::Stopped || sandbox->state == SandboxState::Paused ||
+        sandbox->state == SandboxState::Crashed) {
+        int memory = sandbox->memory_mib;
+        if (parsed->size) {
+            api::CreateRequest shape_request;
+            shape_request.size = *parsed->size;
+            shape_request.disk_gib = sandbox->disk_gib;
+            auto shape = api::resolve_shape(shape_request, info_.limits);
+            if (!shape) {
+                return Response::error(shape.error(), request.request_id);
+            }
+            memory = shape->memory_mib;
+        }
+        decision = admission_.admit(Demand{1, 1, memory, 0, 0});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+            return refused(*no, request.request_id);
+        }
+    }
     auto resumed = driver_.resume(sandbox->id, *parsed);
     if (!resumed) {
         return Response::error(resumed.error(), request.request_id);
     }
+    commit(decision);
     nlohmann::json fields = {{"sandbox", sandbox_json(resumed->sandbox, info_.host_name)},
                              {"memoryRestored", resumed->memory_restored}};
     if (!resumed->memory_restored) {
@@ -273,23 +423,53 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    auto claim = idempotency_claim(request);
-    if (!claim) {
-        return Response::error(claim.error(), request.request_id);
-    }
     auto sandbox = store_.get_sandbox(params.at("id"));
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
+    }
+    // The parent is part of the request: the same key and body on another
+    // parent is a conflict.
+    auto claim = idempotency_claim(request, "fork " + sandbox->id + " ");
+    if (!claim) {
+        return Response::error(claim.error(), request.request_id);
+    }
+    auto reply = [&](const std::vector<SandboxRecord>& children, bool replayed) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& child : children) {
+            list.push_back(sandbox_json(child, info_.host_name));
+        }
+        return Response::ok({{"sandboxes", list}, {"replayed", replayed}}, request.request_id,
+                            replayed ? 200 : 201);
+    };
+    if (*claim) {
+        auto earlier = store_.find_fork_claim(**claim, clock_());
+        if (!earlier) {
+            return Response::error(earlier.error(), request.request_id);
+        }
+        if (!earlier->empty()) {
+            return reply(*earlier, true);
+        }
+    }
+    // Each child is a start; a running parent stops and restarts inside the
+    // fork, so its slot is held meanwhile. Forks the driver refuses
+    // (invalid_state) are not admitted.
+    const bool running = sandbox->state == SandboxState::Running;
+    const bool stopped = sandbox->state == SandboxState::Stopped || sandbox->state == SandboxState::Paused;
+    std::optional<Admission::Decision> decision;
+    if (running || (stopped && !parsed->memory)) {
+        const std::int64_t memory = sandbox->memory_mib;
+        decision = admission_.admit(Demand{parsed->count, parsed->count, parsed->count * memory,
+                                           running ? 1 : 0, running ? memory : 0});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
+            return refused(*no, request.request_id);
+        }
     }
     auto children = driver_.fork(sandbox->id, *parsed, *claim);
     if (!children) {
         return Response::error(children.error(), request.request_id);
     }
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& child : *children) {
-        list.push_back(sandbox_json(child, info_.host_name));
-    }
-    return Response::ok({{"sandboxes", list}}, request.request_id, 201);
+    commit(decision);
+    return reply(*children, false);
 }
 
 Response ApiService::snapshot_sandbox(const Request& request, const PathParams& params) const {
@@ -300,6 +480,15 @@ Response ApiService::snapshot_sandbox(const Request& request, const PathParams& 
     auto sandbox = store_.get_sandbox(params.at("id"));
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
+    }
+    // A running sandbox stops and restarts inside the snapshot (as a memory
+    // fork's parent): its slot is held meanwhile. No start is counted.
+    std::optional<Admission::Decision> held;
+    if (sandbox->state == SandboxState::Running) {
+        held = admission_.admit(Demand{0, 0, 0, 1, sandbox->memory_mib});
+        if (const auto* no = std::get_if<Admission::Refusal>(&*held)) {
+            return refused(*no, request.request_id);
+        }
     }
     auto snapshot = driver_.snapshot(sandbox->id, *parsed);
     if (!snapshot) {
@@ -334,6 +523,25 @@ Response ApiService::list_snapshots(const Request& request, const PathParams&) c
         list.push_back(snapshot_json(s));
     }
     return Response::ok({{"snapshots", list}}, request.request_id);
+}
+
+Response ApiService::get_snapshot(const Request& request, const PathParams& params) const {
+    auto snapshot = store_.get_snapshot(params.at("name"));
+    if (!snapshot) {
+        return Response::error(snapshot.error(), request.request_id);
+    }
+    return Response::ok({{"snapshot", snapshot_json(*snapshot)}}, request.request_id);
+}
+
+Response ApiService::delete_snapshot(const Request& request, const PathParams& params) const {
+    const std::string& name = params.at("name");
+    if (auto found = store_.get_snapshot(name); !found) {
+        return Response::error(found.error(), request.request_id);
+    }
+    if (auto removed = driver_.remove_snapshot(name); !removed) {
+        return Response::error(removed.error(), request.request_id);
+    }
+    return Response::ok({{"deleted", nlohmann::json::array({name})}}, request.request_id);
 }
 
 Response ApiService::list_events(const Request& request, const PathParams&) const {

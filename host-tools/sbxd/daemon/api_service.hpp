@@ -9,6 +9,7 @@
 #include <string>
 
 #include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/daemon/admission.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
 #include "host-tools/sbxd/http/router.hpp"
@@ -57,19 +58,26 @@ private:
     Response create_sandbox(const Request& request, const PathParams& params) const;
     Response get_sandbox(const Request& request, const PathParams& params) const;
     Response delete_sandbox(const Request& request, const PathParams& params) const;
+    Response delete_by_label(const Request& request, const PathParams& params) const;
     Response stop_sandbox(const Request& request, const PathParams& params) const;
     Response resume_sandbox(const Request& request, const PathParams& params) const;
     Response fork_sandbox(const Request& request, const PathParams& params) const;
     Response snapshot_sandbox(const Request& request, const PathParams& params) const;
     Response history(const Request& request, const PathParams& params) const;
     Response list_snapshots(const Request& request, const PathParams& params) const;
+    Response get_snapshot(const Request& request, const PathParams& params) const;
+    Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
+
+    // What the store shows running, for admission (admission.hpp).
+    [[nodiscard]] Result<Usage> usage() const;
 
     Store& store_;
     SandboxDriver& driver_;
     DaemonInfo info_;
     Clock clock_;
     UnixMillis started_at_;
+    mutable Admission admission_;
     GuestRoutes guest_;
     http::Router router_;
 };

@@ -5,7 +5,11 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include "host-tools/sbxd/auth/api_keys.hpp"
 
@@ -16,11 +20,37 @@ using nlohmann::json;
 namespace {
 
 struct RecordingDriver final : SandboxDriver {
+    Store* store = nullptr;
+    bool create_ok = false;  // else the driver's own capacity_exceeded
+    // When set, a create waits here (after saying it entered).
+    std::shared_future<void> gate;
+    std::atomic<bool> entered{false};
     std::optional<CreateSpec> last_create;
     std::optional<api::ForkRequest> last_fork;
+    int forks = 0;
+    std::vector<std::string> removed;
     Result<CreateOutcome> create(const CreateSpec& spec) override {
         last_create = spec;
-        return make_coded_error("capacity_exceeded", "no room");
+        entered = true;
+        if (gate.valid()) {
+            gate.wait();
+        }
+        if (!create_ok) {
+            return make_coded_error("capacity_exceeded", "no room");
+        }
+        SandboxRecord s;
+        s.id = "sbx_new" + std::to_string(store->list_sandboxes({}).value().size());
+        s.name = s.id;
+        s.from = "default";
+        s.size = spec.shape.size;
+        s.memory_mib = spec.shape.memory_mib;
+        s.created_at = 1'700'000'000'000;  // the fixture's clock: the key's age
+        auto created = store->create_sandbox(s, spec.claim);
+        if (created) {
+            created->memory_restored = memory_restored;
+            created->start_reason = start_reason;
+        }
+        return created;
     }
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override {
         return make_coded_error("invalid_state", "not running");
@@ -30,15 +60,45 @@ struct RecordingDriver final : SandboxDriver {
         sandbox.id = id;
         return ResumeOutcome{sandbox, false, "resized"};
     }
-    Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest& request,
-                                            const std::optional<IdempotencyClaim>&) override {
+    // As the VMM driver does: each child recorded under the fork's key.
+    Result<std::vector<SandboxRecord>> fork(const std::string& id, const api::ForkRequest& request,
+                                            const std::optional<IdempotencyClaim>& claim) override {
         last_fork = request;
-        return std::vector<SandboxRecord>{};
+        ++forks;
+        std::vector<SandboxRecord> children;
+        for (int i = 0; i < request.count && store != nullptr; ++i) {
+            SandboxRecord child = store->get_sandbox(id).value();
+            child.id = id + "_child" + std::to_string(forks) + "_" + std::to_string(i);
+            child.name = child.id;
+            child.state = SandboxState::Creating;
+            child.vmm.reset();
+            REQUIRE(store->create_sandbox(child, std::nullopt).has_value());
+            if (claim) {
+                REQUIRE(store->add_fork_child(*claim, child.id, child.created_at).has_value());
+            }
+            children.push_back(child);
+        }
+        return children;
     }
-    Result<void> remove(const std::string&) override { return ok(); }
-    Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
-        return make_coded_error("not_implemented", "later");
+    Result<void> remove(const std::string& id) override {
+        removed.push_back(id);
+        return ok();
     }
+    // As the VMM driver does: the row in the store, refused for a used name.
+    Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override {
+        SnapshotRecord s{request.name, id, true, "default", 8, 5, 2, 1024, 4096, "AuthenticAMD/26/2/1/00ff"};
+        if (auto added = store->add_snapshot(s); !added) {
+            return added.error();
+        }
+        return s;
+    }
+    Result<void> remove_snapshot(const std::string& name) override {
+        removed_snapshots.push_back(name);
+        return store->remove_snapshot(name);
+    }
+    std::vector<std::string> removed_snapshots;
+    std::optional<bool> memory_restored;
+    std::string start_reason;
     Result<AgentAddress> agent(const std::string&) override {
         return make_coded_error("invalid_state", "not running");
     }
@@ -49,8 +109,9 @@ struct Fixture {
     std::unique_ptr<Store> store;
     RecordingDriver driver;
     std::unique_ptr<ApiService> service;
+    UnixMillis now = 1'700'000'000'000;
 
-    Fixture() {
+    explicit Fixture(const std::function<void(api::HostLimits&)>& tune = {}) {
         std::string templ = (std::filesystem::temp_directory_path() / "sbxd-api-XXXXXX").string();
         REQUIRE(::mkdtemp(templ.data()) != nullptr);
         dir = templ;
@@ -58,9 +119,13 @@ struct Fixture {
         api::HostLimits limits;
         limits.host_cpus = 2;
         limits.max_memory_mib = 4096;
-        service =
-            std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", limits},
-                                         [] { return UnixMillis{1'700'000'000'000}; });
+        limits.memory_budget_mib = 1 << 20;
+        if (tune) {
+            tune(limits);
+        }
+        driver.store = store.get();
+        service = std::make_unique<ApiService>(
+            *store, driver, DaemonInfo{"host-a", "test", "/images", limits}, [this] { return now; });
         for (const auto& [id, owner] : {std::pair{"sbx_1", "alice"}, {"sbx_2", "bob"}}) {
             SandboxRecord s;
             s.id = id;
@@ -68,6 +133,7 @@ struct Fixture {
             s.from = "default";
             s.size = "small";
             s.labels = {{"owner", owner}};
+            s.memory_mib = 1024;
             s.env = {{"SECRET", "hunter2"}};
             s.created_at = 1'700'000'000'000;
             s.last_activity_at = s.created_at;
@@ -75,6 +141,15 @@ struct Fixture {
         }
     }
     ~Fixture() { std::filesystem::remove_all(dir); }
+
+    // creating -> running, or on to stopped.
+    void run(const std::string& id) const {
+        REQUIRE(store->change_state(id, {SandboxState::Running, now, std::nullopt}).has_value());
+    }
+    void stop(const std::string& id) const {
+        REQUIRE(store->change_state(id, {SandboxState::Stopping, now, std::nullopt}).has_value());
+        REQUIRE(store->change_state(id, {SandboxState::Stopped, now, std::nullopt}).has_value());
+    }
 
     http::Response call(std::string method, std::string target, std::string body = {},
                         http::Pairs headers = {}, http::Transport transport = http::Transport::Unix) const {
@@ -193,7 +268,7 @@ TEST_CASE("history, snapshots and events come from the store") {
     CHECK(history[0]["command"] == json::array({"python3", "-c", "print(1)"}));
     CHECK(history[0]["exitCode"] == 0);
     REQUIRE(f.store->add_snapshot({"ready", "sbx_1", true, "default", 8, 5}).has_value());
-    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"][0]["hasMemory"] == true);
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"][0]["memory"] == true);
     auto events = body_of(f.call("GET", "/v1/events"))["events"];
     REQUIRE(events.size() == 2);
     CHECK(events[0]["type"] == "created");
@@ -207,7 +282,228 @@ TEST_CASE("limits report the host and the running count") {
     Fixture f;
     auto limits = body_of(f.call("GET", "/v1/limits"))["limits"];
     CHECK(limits["hostCpus"] == 2);
-    CHECK(limits["runningSandboxes"] == 2);  // two creating
+    CHECK(limits["runningSandboxes"] == 0);  // creating rows count only through a start in flight
+    CHECK(limits["maxRunningSandboxes"] == 64);
+    CHECK(limits["startsLastMinute"] == 0);
+    f.run("sbx_1");
+    limits = body_of(f.call("GET", "/v1/limits"))["limits"];
+    CHECK(limits["runningSandboxes"] == 1);
+    CHECK(limits["memoryInUseMib"] == 1024);
     CHECK(limits["sizes"][3]["cpus"] == 2);
     CHECK(limits["sizes"][3]["memoryMib"] == 4096);
+}
+
+TEST_CASE("limit_reached: creates, resumes and forks past --max-running never reach the driver") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.run("sbx_1");
+    f.run("sbx_2");
+    f.stop("sbx_2");
+    auto create = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})");
+    CHECK(create.status == 429);
+    CHECK(body_of(create)["code"] == "limit_reached");
+    CHECK(body_of(create)["message"].get<std::string>().find("1 sandbox(es) running") != std::string::npos);
+    CHECK(body_of(create)["message"].get<std::string>().find("limit is 1") != std::string::npos);
+    CHECK_FALSE(f.driver.last_create);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_2/resume"))["code"] == "limit_reached");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})"))["code"] == "limit_reached");
+    CHECK(f.driver.forks == 0);
+    // A resume the driver refuses anyway is its invalid_state, not a limit.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/resume"))["resumeReason"] == "resized");
+    // A limit that fits lets them through.
+    Fixture roomy([](api::HostLimits& l) { l.max_sandboxes = 2; });
+    roomy.run("sbx_1");
+    CHECK(roomy.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})").status == 201);
+    CHECK(body_of(roomy.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["code"] ==
+          "limit_reached");
+}
+
+TEST_CASE("a start in flight holds its slot: a concurrent create is limit_reached") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.driver.create_ok = true;
+    std::promise<void> open;
+    f.driver.gate = open.get_future().share();
+    auto first = std::async(std::launch::async, [&] { return f.call("POST", "/v1/sandboxes", "{}"); });
+    while (!f.driver.entered) {
+        std::this_thread::yield();
+    }
+    auto second = f.call("POST", "/v1/sandboxes", "{}");
+    CHECK(second.status == 429);
+    CHECK(body_of(second)["code"] == "limit_reached");
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["runningSandboxes"] == 1);
+    open.set_value();
+    CHECK(first.get().status == 201);
+    // The driver's sandbox stays creating here, so the slot is free again.
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["runningSandboxes"] == 0);
+}
+
+TEST_CASE("rate_limited past --max-starts-per-minute, with Retry-After; failed starts give theirs back") {
+    Fixture f([](api::HostLimits& l) { l.max_starts_per_minute = 2; });
+    f.driver.create_ok = true;
+    CHECK(f.call("POST", "/v1/sandboxes", "{}").status == 201);
+    f.now += 20'000;
+    CHECK(f.call("POST", "/v1/sandboxes", "{}").status == 201);
+    f.now += 1'000;
+    auto limited = f.call("POST", "/v1/sandboxes", "{}");
+    CHECK(limited.status == 429);
+    CHECK(body_of(limited)["code"] == "rate_limited");
+    CHECK(body_of(limited)["retryAfterSeconds"] == 39);
+    CHECK(std::find(limited.headers.begin(), limited.headers.end(),
+                    std::pair<std::string, std::string>{"Retry-After", "39"}) != limited.headers.end());
+    f.run("sbx_1");
+    f.stop("sbx_1");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/resume"))["code"] == "rate_limited");
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["startsLastMinute"] == 2);
+    f.now += 39'000;  // the first start has left the window
+    f.driver.create_ok = false;
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", "{}"))["code"] == "capacity_exceeded");  // the driver's
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["startsLastMinute"] == 1);
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_1/resume").status == 200);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", "{}"))["code"] == "rate_limited");
+}
+
+TEST_CASE("capacity_exceeded when memoryMib would pass --memory-budget-mib") {
+    Fixture f([](api::HostLimits& l) { l.memory_budget_mib = 3072; });
+    f.run("sbx_1");  // 1024 MiB
+    f.run("sbx_2");  // 1024 MiB
+    auto full = f.call("POST", "/v1/sandboxes", R"({"memoryMib":1536})");
+    CHECK(full.status == 503);
+    CHECK(body_of(full)["code"] == "capacity_exceeded");
+    CHECK(body_of(full)["message"].get<std::string>().find("2048 MiB of this host's 3072") !=
+          std::string::npos);
+    CHECK_FALSE(f.driver.last_create);
+    // A memory fork needs each child's memory; the parent's is not counted twice.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["code"] ==
+          "capacity_exceeded");
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})").status == 201);
+    CHECK(body_of(f.call("GET", "/v1/limits"))["limits"]["memoryBudgetMib"] == 3072);
+}
+
+TEST_CASE("Idempotency-Key on forks: the same key and body replays the children, another is a conflict") {
+    Fixture f;
+    f.run("sbx_1");
+    f.run("sbx_2");
+    const http::Pairs key = {{"Idempotency-Key", "fork-7"}};
+    auto first = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})", key);
+    CHECK(first.status == 201);
+    CHECK(body_of(first)["replayed"] == false);
+    auto ids = body_of(first)["sandboxes"];
+    REQUIRE(ids.size() == 2);
+    auto again = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({ "count" : 2 })", key);
+    CHECK(again.status == 200);
+    CHECK(body_of(again)["replayed"] == true);
+    CHECK(body_of(again)["sandboxes"][0]["id"] == ids[0]["id"]);
+    CHECK(body_of(again)["sandboxes"][1]["id"] == ids[1]["id"]);
+    CHECK(f.driver.forks == 1);
+    auto other_body = f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":1})", key);
+    CHECK(other_body.status == 409);
+    CHECK(body_of(other_body)["code"] == "idempotency_conflict");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_2/fork", R"({"count":2})", key))["code"] ==
+          "idempotency_conflict");
+    CHECK(f.driver.forks == 1);
+    // Without a key every fork is new; a replay is no start, so it passes a full rate window.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/fork", R"({"count":2})"))["replayed"] == false);
+    CHECK(f.driver.forks == 2);
+}
+
+TEST_CASE("a create replay is answered before admission, even at the limit") {
+    Fixture f([](api::HostLimits& l) { l.max_sandboxes = 1; });
+    f.driver.create_ok = true;
+    const http::Pairs key = {{"Idempotency-Key", "create-9"}};
+    auto first = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})", key);
+    REQUIRE(first.status == 201);
+    f.run(body_of(first)["sandbox"]["id"].get<std::string>());
+    auto again = f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})", key);
+    CHECK(again.status == 200);
+    CHECK(body_of(again)["replayed"] == true);
+    CHECK(body_of(again)["sandbox"]["id"] == body_of(first)["sandbox"]["id"]);
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", R"({"memoryMib":768})", key))["code"] ==
+          "idempotency_conflict");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes", R"({"memoryMib":512})"))["code"] == "limit_reached");
+}
+
+TEST_CASE("DELETE /v1/sandboxes by label: labels required, dryRun lists, scoped keys forbidden") {
+    Fixture f;
+    auto bare = f.call("DELETE", "/v1/sandboxes");
+    CHECK(bare.status == 400);
+    CHECK(body_of(bare)["code"] == "invalid_argument");
+    CHECK(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&dryRun=maybe").status == 400);
+    CHECK(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&force=1").status == 400);
+    auto dry = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice&dryRun=true"));
+    CHECK(dry["ok"] == true);
+    CHECK(dry["dryRun"] == true);
+    CHECK(dry["deleted"] == json::array({"sbx_1"}));
+    CHECK(f.driver.removed.empty());
+    auto none = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dcarol"));
+    CHECK(none["deleted"].empty());
+    auto done = body_of(f.call("DELETE", "/v1/sandboxes?labels=owner%3Dbob"));
+    CHECK(done["dryRun"] == false);
+    CHECK(done["deleted"] == json::array({"sbx_2"}));
+    CHECK(f.driver.removed == std::vector<std::string>{"sbx_2"});
+    auto scoped_key = make_api_key("guest", "sbx_1", 1).value();
+    REQUIRE(f.store->add_api_key(scoped_key.record).has_value());
+    auto scoped = f.call("DELETE", "/v1/sandboxes?labels=owner%3Dalice", {},
+                         {{"Authorization", "Bearer " + scoped_key.secret}}, http::Transport::Tcp);
+    CHECK(scoped.status == 403);
+    CHECK(body_of(scoped)["code"] == "forbidden");
+}
+
+TEST_CASE("named snapshots: made through the driver, listed, read, deleted; a used name 409, unknown 404") {
+    Fixture f;
+    f.driver.create_ok = true;
+    f.run("sbx_1");
+    auto made = f.call("POST", "/v1/sandboxes/sbx_1/snapshot", R"({"name":"py-ready"})");
+    REQUIRE(made.status == 201);
+    const json snap = body_of(made)["snapshot"];
+    CHECK(snap["name"] == "py-ready");
+    CHECK(snap["from"] == "sbx_1");
+    CHECK(snap["image"] == "default");
+    CHECK(snap["memory"] == true);
+    CHECK(snap["cpus"] == 2);
+    CHECK(snap["memoryMib"] == 1024);
+    CHECK(snap["diskGib"] == 8);
+    CHECK(snap["sizeBytes"] == 4096);
+    CHECK(snap["cpuSignature"] == "AuthenticAMD/26/2/1/00ff");
+    CHECK(snap["createdAt"].is_string());
+    auto again = f.call("POST", "/v1/sandboxes/sbx_1/snapshot", R"({"name":"py-ready"})");
+    CHECK(again.status == 409);
+    CHECK(body_of(again)["code"] == "already_exists");
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_9/snapshot", R"({"name":"other"})").status == 404);
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"].size() == 1);
+    CHECK(body_of(f.call("GET", "/v1/snapshots/py-ready"))["snapshot"]["name"] == "py-ready");
+    CHECK(f.call("GET", "/v1/snapshots/nope").status == 404);
+    auto gone = f.call("DELETE", "/v1/snapshots/py-ready");
+    CHECK(gone.status == 200);
+    CHECK(body_of(gone)["deleted"] == json::array({"py-ready"}));
+    CHECK(f.driver.removed_snapshots == std::vector<std::string>{"py-ready"});
+    auto unknown = f.call("DELETE", "/v1/snapshots/py-ready");
+    CHECK(unknown.status == 404);
+    CHECK(body_of(unknown)["code"] == "not_found");
+    CHECK(f.driver.removed_snapshots.size() == 1);  // refused before the driver
+    CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"].empty());
+}
+
+TEST_CASE("a create from a named snapshot takes its machine unless told; cold and why memory was not restored") {
+    Fixture f;
+    f.driver.create_ok = true;
+    REQUIRE(f.store->add_snapshot({"py-ready", "sbx_1", true, "default", 3, 5, 1, 512, 0, "x"}).has_value());
+    REQUIRE(f.call("POST", "/v1/sandboxes", R"({"from":"py-ready"})").status == 201);
+    CHECK(f.driver.last_create->shape.cpus == 1);
+    CHECK(f.driver.last_create->shape.memory_mib == 512);
+    CHECK(f.driver.last_create->shape.disk_gib == 3);
+    CHECK_FALSE(f.driver.last_create->request.cold);
+    f.driver.memory_restored = false;
+    f.driver.start_reason = "cpu_mismatch";
+    auto sized = f.call("POST", "/v1/sandboxes", R"({"from":"py-ready","size":"small","cold":true})");
+    REQUIRE(sized.status == 201);
+    CHECK(f.driver.last_create->shape.size == "small");
+    CHECK(f.driver.last_create->request.cold);
+    CHECK(body_of(sized)["memoryRestored"] == false);
+    CHECK(body_of(sized)["startReason"] == "cpu_mismatch");
+    f.driver.memory_restored = true;
+    auto restored = body_of(f.call("POST", "/v1/sandboxes", R"({"from":"py-ready"})"));
+    CHECK(restored["memoryRestored"] == true);
+    CHECK_FALSE(restored.contains("startReason"));
+    f.driver.memory_restored.reset();
+    CHECK_FALSE(body_of(f.call("POST", "/v1/sandboxes", "{}")).contains("memoryRestored"));
+    CHECK(f.call("POST", "/v1/sandboxes", R"({"cold":1})").status == 400);
 }

@@ -55,6 +55,8 @@ public:
     [[nodiscard]] virtual Result<void> remove(const std::string& id) = 0;
     [[nodiscard]] virtual Result<SnapshotRecord> snapshot(const std::string& id,
                                                           const api::SnapshotRequest& request) = 0;
+    // A named snapshot's files and row, and the disk layers no sandbox uses.
+    [[nodiscard]] virtual Result<void> remove_snapshot(const std::string& name) = 0;
     // The agent of a running sandbox; invalid_state when it has no running
     // VMM (a driver with idle pause resumes a paused sandbox first).
     [[nodiscard]] virtual Result<AgentAddress> agent(const std::string& id) = 0;
@@ -77,6 +79,7 @@ public:
     Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
         return missing("snapshot");
     }
+    Result<void> remove_snapshot(const std::string&) override { return missing("snapshot delete"); }
     Result<AgentAddress> agent(const std::string&) override { return missing("exec"); }
 
 private:

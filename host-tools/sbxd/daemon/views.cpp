@@ -60,11 +60,15 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
 
 nlohmann::json snapshot_json(const SnapshotRecord& s) {
     return {{"name", s.name},
-            {"sourceSandboxId", s.source_sandbox_id},
-            {"hasMemory", s.has_memory},
-            {"from", s.from},
+            {"from", s.source_sandbox_id},
+            {"image", s.from},
+            {"createdAt", rfc3339(s.created_at)},
+            {"memory", s.has_memory},
+            {"cpus", s.cpus},
+            {"memoryMib", s.memory_mib},
             {"diskGib", s.disk_gib},
-            {"createdAt", rfc3339(s.created_at)}};
+            {"sizeBytes", s.size_bytes},
+            {"cpuSignature", s.cpu_signature.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.cpu_signature)}};
 }
 
 nlohmann::json exec_json(const ExecRecord& e) {

@@ -61,6 +61,10 @@ struct SnapshotRecord {
     std::string from;  // the source's image
     int disk_gib = 0;
     UnixMillis created_at = 0;
+    int cpus = 0;  // the machine its memory was saved from
+    int memory_mib = 0;
+    std::int64_t size_bytes = 0;  // its own files: the memory and its disk layer
+    std::string cpu_signature{};  // the host CPU of the memory (vmm/cpu_signature.hpp); empty without memory
     bool operator==(const SnapshotRecord&) const = default;
 };
 

@@ -76,7 +76,30 @@ CREATE TABLE events (
 CREATE INDEX events_by_time ON events(at);
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1};
+// Version 2: Idempotency-Key on forks (docs/api.md). One row per child,
+// so deleting a child drops it from a replay and deleting them all
+// forgets the key, as deleting a created sandbox does.
+constexpr std::string_view kVersion2 = R"sql(
+CREATE TABLE fork_idempotency_keys (
+    key TEXT NOT NULL,
+    body_hash TEXT NOT NULL,
+    sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (key, sandbox_id)
+) STRICT;
+CREATE INDEX fork_idempotency_keys_by_sandbox ON fork_idempotency_keys(sandbox_id);
+)sql";
+
+// Version 3: named snapshots keep their machine, size and the host CPU
+// their memory was saved on (docs/sbxd.md, "Named snapshots").
+constexpr std::string_view kVersion3 = R"sql(
+ALTER TABLE snapshots ADD COLUMN cpus INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN memory_mib INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE snapshots ADD COLUMN cpu_signature TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3};
 
 }  // namespace
 

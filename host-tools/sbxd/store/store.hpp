@@ -43,6 +43,10 @@ struct CreateOutcome {
     SandboxRecord sandbox;
     bool replayed = false;  // an earlier create with the same key and body
     std::vector<std::string> warnings{};  // the driver's (e.g. a cold boot without a warm template)
+    // From a named snapshot: whether its memory was restored, and if not
+    // why (cold, cpu_mismatch, no_memory_snapshot, resized, restore_failed).
+    std::optional<bool> memory_restored{};
+    std::string start_reason{};
 };
 
 struct StateChange {
@@ -67,6 +71,17 @@ public:
     // as unknown.
     [[nodiscard]] Result<CreateOutcome> create_sandbox(const SandboxRecord& sandbox,
                                                        const std::optional<IdempotencyClaim>& claim);
+    // Read-only lookups of an Idempotency-Key before the work starts: the
+    // earlier create's sandbox / fork's children (empty: the key is
+    // unknown, expired or its sandboxes deleted), "idempotency_conflict"
+    // for another body.
+    [[nodiscard]] Result<std::optional<SandboxRecord>> find_create_claim(const IdempotencyClaim& claim,
+                                                                         UnixMillis now);
+    [[nodiscard]] Result<std::vector<SandboxRecord>> find_fork_claim(const IdempotencyClaim& claim,
+                                                                     UnixMillis now);
+    // Records a fork child under the fork's key.
+    [[nodiscard]] Result<void> add_fork_child(const IdempotencyClaim& claim, const std::string& child_id,
+                                              UnixMillis now);
     [[nodiscard]] Result<SandboxRecord> get_sandbox(const std::string& id);
     [[nodiscard]] Result<std::vector<SandboxRecord>> list_sandboxes(const SandboxFilter& filter);
     // Moves the sandbox to change.to if the state machine allows it from
@@ -103,7 +118,7 @@ public:
     // Events, oldest first, after the given id.
     [[nodiscard]] Result<std::vector<EventRecord>> list_events(std::int64_t after_id, int limit);
 
-    // Drops idempotency keys past 24 h, exec history past 90 days and
+    // Drops idempotency keys (creates' and forks') past 24 h, exec history past 90 days and
     // events past 7 days; returns how many rows went.
     [[nodiscard]] Result<std::int64_t> prune(UnixMillis now);
 

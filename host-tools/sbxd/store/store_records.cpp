@@ -44,10 +44,20 @@ ApiKeyRecord read_api_key(const Statement& row) {
     return ApiKeyRecord{row.text(0), row.text(1), row.text(2), row.optional_text(3), row.int64(4)};
 }
 
+#define SBXD_SNAPSHOT_COLUMNS \
+    "name, source_sandbox_id, has_memory, source, disk_gib, created_at, cpus, memory_mib, size_bytes, cpu_signature"
+
 SnapshotRecord read_snapshot(const Statement& row) {
-    return SnapshotRecord{
-        row.text(0), row.text(1), row.int64(2) != 0, row.text(3), static_cast<int>(row.int64(4)),
-        row.int64(5)};
+    return SnapshotRecord{row.text(0),
+                          row.text(1),
+                          row.int64(2) != 0,
+                          row.text(3),
+                          static_cast<int>(row.int64(4)),
+                          row.int64(5),
+                          static_cast<int>(row.int64(6)),
+                          static_cast<int>(row.int64(7)),
+                          row.int64(8),
+                          row.text(9)};
 }
 
 }  // namespace
@@ -112,13 +122,12 @@ Result<void> Store::remove_api_key(const std::string& id) {
 Result<void> Store::add_snapshot(const SnapshotRecord& s) {
     std::lock_guard lock(mutex_);
     auto stmt = db_.prepare(
-        "INSERT INTO snapshots (name, source_sandbox_id, has_memory, source, disk_gib, created_at) VALUES "
-        "(?,?,?,?,?,?)");
+        "INSERT INTO snapshots (" SBXD_SNAPSHOT_COLUMNS ") VALUES (?,?,?,?,?,?,?,?,?,?)");
     if (!stmt) {
         return stmt.error();
     }
     stmt->bind_all(s.name, s.source_sandbox_id, std::int64_t{s.has_memory}, s.from, std::int64_t{s.disk_gib},
-                   s.created_at);
+                   s.created_at, std::int64_t{s.cpus}, std::int64_t{s.memory_mib}, s.size_bytes, s.cpu_signature);
     if (auto r = stmt->run(); !r) {
         if (is_unique_violation(r.error())) {
             return make_coded_error("already_exists", "a snapshot named '{}' exists", s.name);
@@ -132,7 +141,7 @@ Result<SnapshotRecord> Store::get_snapshot(const std::string& name) {
     std::lock_guard lock(mutex_);
     auto found = collect<SnapshotRecord>(
         bound(db_.prepare(
-                  "SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
+                  "SELECT " SBXD_SNAPSHOT_COLUMNS " FROM snapshots "
                   "WHERE name = ?"),
               name),
         read_snapshot);
@@ -148,7 +157,7 @@ Result<SnapshotRecord> Store::get_snapshot(const std::string& name) {
 Result<std::vector<SnapshotRecord>> Store::list_snapshots() {
     std::lock_guard lock(mutex_);
     return collect<SnapshotRecord>(
-        db_.prepare("SELECT name, source_sandbox_id, has_memory, source, disk_gib, created_at FROM snapshots "
+        db_.prepare("SELECT " SBXD_SNAPSHOT_COLUMNS " FROM snapshots "
                     "ORDER BY created_at, name"),
         read_snapshot);
 }
@@ -232,6 +241,70 @@ Result<std::vector<EventRecord>> Store::list_events(std::int64_t after_id, int l
     });
 }
 
+Result<std::optional<SandboxRecord>> Store::find_create_claim(const IdempotencyClaim& claim, UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto known = bound(db_.prepare("SELECT body_hash, sandbox_id FROM idempotency_keys WHERE key = ? AND "
+                                   "created_at > ?"),
+                       claim.key, now - kIdempotencyKeyLifetimeMs);
+    if (!known) {
+        return known.error();
+    }
+    auto row = known->step();
+    if (!row) {
+        return row.error();
+    }
+    if (!*row) {
+        return std::optional<SandboxRecord>();
+    }
+    if (known->text(0) != claim.body_hash) {
+        return make_coded_error("idempotency_conflict",
+                                "Idempotency-Key '{}' was used with a different request body", claim.key);
+    }
+    return find_sandbox_locked(known->text(1));
+}
+
+Result<std::vector<SandboxRecord>> Store::find_fork_claim(const IdempotencyClaim& claim, UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto found = collect<std::pair<std::string, std::string>>(
+        bound(db_.prepare("SELECT body_hash, sandbox_id FROM fork_idempotency_keys WHERE key = ? AND "
+                          "created_at > ? ORDER BY rowid"),
+              claim.key, now - kIdempotencyKeyLifetimeMs),
+        [](const Statement& row) {
+            return std::pair{row.text(0), row.text(1)};
+        });
+    if (!found) {
+        return found.error();
+    }
+    std::vector<SandboxRecord> children;
+    for (const auto& [hash, id] : *found) {
+        if (hash != claim.body_hash) {
+            return make_coded_error("idempotency_conflict",
+                                    "Idempotency-Key '{}' was used with a different fork", claim.key);
+        }
+        auto child = find_sandbox_locked(id);
+        if (!child) {
+            return child.error();
+        }
+        if (*child) {
+            children.push_back(std::move(**child));
+        }
+    }
+    return children;
+}
+
+Result<void> Store::add_fork_child(const IdempotencyClaim& claim, const std::string& child_id,
+                                   UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto stmt =
+        bound(db_.prepare("INSERT INTO fork_idempotency_keys (key, body_hash, sandbox_id, created_at) "
+                          "VALUES (?, ?, ?, ?)"),
+              claim.key, claim.body_hash, child_id, now);
+    if (!stmt) {
+        return stmt.error();
+    }
+    return stmt->run();
+}
+
 Result<std::int64_t> Store::prune(UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);
@@ -241,6 +314,7 @@ Result<std::int64_t> Store::prune(UnixMillis now) {
     std::int64_t removed = 0;
     const std::pair<std::string_view, UnixMillis> rules[] = {
         {"DELETE FROM idempotency_keys WHERE created_at <= ?", now - kIdempotencyKeyLifetimeMs},
+        {"DELETE FROM fork_idempotency_keys WHERE created_at <= ?", now - kIdempotencyKeyLifetimeMs},
         {"DELETE FROM exec_history WHERE started_at <= ?", now - kExecHistoryLifetimeMs},
         {"DELETE FROM events WHERE at <= ?", now - kEventLifetimeMs},
     };

@@ -199,6 +199,35 @@ TEST_CASE("idempotency keys replay the same body, refuse another, and expire aft
     CHECK(later->sandbox.id == "sbx_d");
 }
 
+TEST_CASE("fork keys replay the children, refuse another body, forget deleted children and expire") {
+    TempDir dir;
+    auto store = open_store(dir.db());
+    const UnixMillis now = 1'000'000;
+    const IdempotencyClaim claim{"fork-1", "hash-a"};
+    CHECK(store->find_fork_claim(claim, now).value().empty());
+    for (const char* id : {"sbx_c1", "sbx_c2"}) {
+        REQUIRE(store->create_sandbox(sample(id), std::nullopt).has_value());
+        REQUIRE(store->add_fork_child(claim, id, now).has_value());
+    }
+    auto children = store->find_fork_claim(claim, now + 1000).value();
+    REQUIRE(children.size() == 2);
+    CHECK(children[0].id == "sbx_c1");
+    CHECK(children[1].id == "sbx_c2");
+    auto other = store->find_fork_claim({"fork-1", "hash-b"}, now);
+    REQUIRE_FALSE(other.has_value());
+    CHECK(other.error().code == "idempotency_conflict");
+    REQUIRE(store->delete_sandbox("sbx_c1", now).has_value());
+    CHECK(store->find_fork_claim(claim, now).value().size() == 1);
+    CHECK(store->find_fork_claim(claim, now + kIdempotencyKeyLifetimeMs).value().empty());
+    CHECK(store->prune(now + kIdempotencyKeyLifetimeMs).value() >= 1);
+    CHECK(store->find_fork_claim(claim, now).value().empty());
+    // A create's key is looked up without inserting anything.
+    REQUIRE(store->create_sandbox(sample("sbx_k"), IdempotencyClaim{"create-1", "h"}).has_value());
+    CHECK(store->find_create_claim({"create-1", "h"}, now).value()->id == "sbx_k");
+    CHECK(store->find_create_claim({"create-1", "other"}, now).error().code == "idempotency_conflict");
+    CHECK_FALSE(store->find_create_claim({"create-2", "h"}, now).value().has_value());
+}
+
 TEST_CASE("deleting a sandbox takes its keys and history and leaves named snapshots") {
     TempDir dir;
     auto store = open_store(dir.db());
@@ -236,16 +265,22 @@ TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
     CHECK(store->remove_api_key("key_1").error().code == "not_found");
 }
 
-TEST_CASE("named snapshots: unique names, list, remove") {
+TEST_CASE("named snapshots: unique names, list, remove; machine, size and CPU signature kept") {
     TempDir dir;
     auto store = open_store(dir.db());
-    SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100};
+    SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100, 2, 4096, 1 << 30, "GenuineIntel/6/85/7/ab"};
     REQUIRE(store->add_snapshot(snap).has_value());
     CHECK(store->get_snapshot("py-ready").value() == snap);
     CHECK(store->add_snapshot(snap).error().code == "already_exists");
-    CHECK(store->list_snapshots()->size() == 1);
+    SnapshotRecord disk_only{"disk", "sbx_a", false, "default", 8, 200};
+    REQUIRE(store->add_snapshot(disk_only).has_value());
+    auto all = store->list_snapshots().value();
+    REQUIRE(all.size() == 2);
+    CHECK(all[0] == snap);  // oldest first
+    CHECK(all[1].cpu_signature.empty());
     REQUIRE(store->remove_snapshot("py-ready").has_value());
     CHECK(store->get_snapshot("py-ready").error().code == "not_found");
+    CHECK(store->remove_snapshot("py-ready").error().code == "not_found");
 }
 
 TEST_CASE("prune drops what outlived its retention and nothing else") {

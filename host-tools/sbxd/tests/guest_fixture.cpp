@@ -44,6 +44,7 @@ public:
     }
     Result<void> remove(const std::string&) override { return none(); }
     Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override { return none(); }
+    Result<void> remove_snapshot(const std::string&) override { return none(); }
     Result<AgentAddress> agent(const std::string& id) override {
         if (id != "sbx_run") {
             return make_coded_error("invalid_state", "sandbox {} is stopped", id);

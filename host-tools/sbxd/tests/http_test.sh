@@ -29,7 +29,8 @@ start() {
     starts=$((starts + 1))
     local log=$tmp/log.$starts
     : >"$log"
-    "$sbxd" --state-dir "$state" --images "$tmp/no-images" --listen "unix:$sock" --listen tcp:127.0.0.1:0 2>"$log" &
+    "$sbxd" --state-dir "$state" --images "$tmp/no-images" --listen "unix:$sock" --listen tcp:127.0.0.1:0 \
+        --max-running 3 --max-starts-per-minute 5 --memory-budget-mib 65536 2>"$log" &
     pid=$!
     for _ in $(seq 100); do
         if grep -q 'listening on tcp:' "$log"; then break; fi
@@ -102,6 +103,7 @@ error_is list_bad 400 invalid_argument
 
 unix limits http://sbxd/v1/limits
 status_is limits 200
+json_check limits "b['limits']['maxRunningSandboxes'] == 3 and b['limits']['maxStartsPerMinute'] == 5 and b['limits']['memoryBudgetMib'] == 65536 and b['limits']['startsLastMinute'] == 0"
 json_check limits "b['limits']['hostCpus'] >= 1 and b['limits']['runningSandboxes'] == 0 and [s['name'] for s in b['limits']['sizes']] == ['small','default','large','xlarge'] and all(s['cpus'] <= b['limits']['hostCpus'] for s in b['limits']['sizes'])"
 
 unix bad_json -X POST -H 'Content-Type: application/json' --data '{"size":' http://sbxd/v1/sandboxes
@@ -127,7 +129,12 @@ unix stop_missing -X POST http://sbxd/v1/sandboxes/sbx_missing/stop
 error_is stop_missing 404 not_found
 unix wrong_method -X PUT http://sbxd/v1/sandboxes
 error_is wrong_method 405 method_not_allowed
-json_check wrong_method "h['allow'] == 'GET, POST'"
+json_check wrong_method "h['allow'] == 'GET, POST, DELETE'"
+unix delete_everything -X DELETE http://sbxd/v1/sandboxes
+error_is delete_everything 400 invalid_argument
+unix delete_dry_run -X DELETE 'http://sbxd/v1/sandboxes?labels=owner%3Dnobody&dryRun=true'
+status_is delete_dry_run 200
+json_check delete_dry_run "b['deleted'] == [] and b['dryRun'] is True"
 
 head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$tmp/big"
 unix too_big -X POST --data-binary @"$tmp/big" http://sbxd/v1/sandboxes

@@ -46,6 +46,34 @@ Result<void> SandboxFiles::remove() const {
     return ok();
 }
 
+std::vector<std::string> read_lines(const std::string& path) {
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty()) {
+            lines.push_back(line);
+        }
+    }
+    return lines;
+}
+
+Result<void> write_lines(const std::string& path, const std::vector<std::string>& lines) {
+    const std::string temp = path + ".tmp";
+    {
+        std::ofstream out(temp, std::ios::trunc);
+        for (const auto& line : lines) {
+            out << line << "\n";
+        }
+        if (!out.flush()) {
+            return make_error("writing {}", temp);
+        }
+    }
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+        return sys_error("renaming {}", temp);
+    }
+    return ok();
+}
+
 bool SandboxFiles::has_memory() const {
     struct stat st{};
     return ::stat(memory().c_str(), &st) == 0 && S_ISREG(st.st_mode);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/result.hpp"
 #include "host-tools/sbxd/store/records.hpp"
@@ -37,6 +38,10 @@ public:
     [[nodiscard]] std::string control_socket() const { return dir_ + "/control.sock"; }
     [[nodiscard]] std::string vsock_socket() const { return dir_ + "/vsock.sock"; }
     [[nodiscard]] std::string vmm_file() const { return dir_ + "/vmm.json"; }
+    // The frozen layers under disk.qcow2, one path a line, the newest last.
+    [[nodiscard]] std::string layers_list() const { return dir_ + "/layers.txt"; }
+    // The image a sandbox made from a named snapshot cold-boots (its kernel).
+    [[nodiscard]] std::string image_file() const { return dir_ + "/image.txt"; }
 
     // Makes the folder (0700); an existing one is an error.
     [[nodiscard]] Result<void> create() const;
@@ -52,6 +57,11 @@ private:
     SandboxFiles() = default;
     std::string dir_;
 };
+
+// A text file's non-empty lines; none when it cannot be read.
+[[nodiscard]] std::vector<std::string> read_lines(const std::string& path);
+// Written whole to a temporary name and renamed.
+[[nodiscard]] Result<void> write_lines(const std::string& path, const std::vector<std::string>& lines);
 
 // The last lines of a log file, for error messages (empty if unreadable).
 [[nodiscard]] std::string log_tail(const std::string& path, std::size_t max_bytes = 1200);

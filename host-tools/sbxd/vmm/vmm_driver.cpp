@@ -13,6 +13,7 @@
 #include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
+#include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
 
@@ -49,6 +50,31 @@ Result<std::string> new_sandbox_id() {
     return "sbx_" + *hex;
 }
 
+SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, const std::string& from,
+                             UnixMillis now) {
+    SandboxRecord s;
+    s.id = id;
+    s.name = id;
+    s.state = SandboxState::Creating;
+    s.from = from;
+    s.size = spec.shape.size;
+    s.cpus = spec.shape.cpus;
+    s.memory_mib = spec.shape.memory_mib;
+    s.disk_gib = spec.shape.disk_gib;
+    s.labels = spec.request.labels;
+    s.env = spec.request.env;
+    s.no_env = spec.request.no_env;
+    s.created_at = now;
+    s.last_activity_at = now;
+    if (!spec.request.no_auto_stop) {
+        s.auto_stop_at = now + spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds) * 1000;
+    }
+    if (spec.request.idle_minutes && *spec.request.idle_minutes > 0) {
+        s.idle_minutes = spec.request.idle_minutes;
+    }
+    return s;
+}
+
 VmmDriver::VmmDriver(Store& store, DriverConfig config, Clock clock)
     : store_(store), config_(std::move(config)), clock_(std::move(clock)) {}
 
@@ -75,8 +101,27 @@ Result<VmmDriver::Operation> VmmDriver::begin(const std::string& id) {
     return Operation(std::move(mutex));
 }
 
+std::string cold_start_reason(bool has_memory, bool resized, const std::string& saved_cpu,
+                              const std::string& host_cpu) {
+    if (!has_memory) {
+        return "no_memory_snapshot";
+    }
+    if (resized) {
+        return "resized";
+    }
+    if (!saved_cpu.empty() && saved_cpu != host_cpu) {
+        return "cpu_mismatch";
+    }
+    return {};
+}
+
+std::string VmmDriver::image_of(const SandboxRecord& sandbox) const {
+    auto named = read_lines(files(sandbox.id).image_file());
+    return named.empty() ? sandbox.from : named.front();
+}
+
 Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, const SandboxFiles& files) {
-    auto image = find_boot_image(config_.images_dir, sandbox.from);
+    auto image = find_boot_image(config_.images_dir, image_of(sandbox));
     if (!image) {
         return image.error();
     }
@@ -186,6 +231,11 @@ Error VmmDriver::crash(const std::string& id, const Error& why, std::string_view
 
 Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     const std::string from = spec.request.from.value_or("default");
+    if (auto snapshot = store_.get_snapshot(from); snapshot) {
+        return create_from_snapshot(spec, *snapshot);
+    } else if (snapshot.error().code != api::code::kNotFound) {
+        return snapshot.error();
+    }
     auto image = find_boot_image(config_.images_dir, from);
     if (!image) {
         return image.error();
@@ -198,27 +248,7 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     if (!operation) {
         return operation.error();
     }
-    const UnixMillis now = clock_();
-    SandboxRecord s;
-    s.id = *id;
-    s.name = *id;
-    s.state = SandboxState::Creating;
-    s.from = from;
-    s.size = spec.shape.size;
-    s.cpus = spec.shape.cpus;
-    s.memory_mib = spec.shape.memory_mib;
-    s.disk_gib = spec.shape.disk_gib;
-    s.labels = spec.request.labels;
-    s.env = spec.request.env;
-    s.no_env = spec.request.no_env;
-    s.created_at = now;
-    s.last_activity_at = now;
-    if (!spec.request.no_auto_stop) {
-        s.auto_stop_at = now + spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds) * 1000;
-    }
-    if (spec.request.idle_minutes && *spec.request.idle_minutes > 0) {
-        s.idle_minutes = spec.request.idle_minutes;
-    }
+    const SandboxRecord s = sandbox_record(spec, *id, from, clock_());
     auto created = store_.create_sandbox(s, spec.claim);
     if (!created || created->replayed) {
         return created;
@@ -229,9 +259,14 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     }
     std::vector<std::string> warnings;
     bool build_template = false;
-    auto started = boot_from_template(s, f, *image);
+    Result<Started> started = make_coded_error("cold", "asked for a cold boot");
+    if (!spec.request.cold) {
+        started = boot_from_template(s, f, *image);
+    }
     if (!started) {
-        if (started.error().code == "not_found") {
+        if (started.error().code == "cold") {
+            warnings.push_back("cold: true: a cold boot, no warm template");
+        } else if (started.error().code == "not_found") {
             warnings.push_back("no warm template for this image and machine yet: a cold boot (one is being built)");
             build_template = true;
         } else {
@@ -282,6 +317,7 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     }
     const VmmProcess vmm = stopping->vmm.value_or(VmmProcess{});
     ::unlink(f.memory().c_str());
+    ::unlink(cpu_signature_file(f.memory()).c_str());  // written again with the new memory
     if (request.memory) {
         // Written to a temporary name and renamed by the VMM: memory.snap
         // exists only complete.
@@ -290,6 +326,9 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
         if (!saved) {
             ::unlink(f.memory().c_str());
             return crash(id, saved.error().context("saving the memory"), api::code::kInternal);
+        }
+        if (auto signed_ = write_cpu_signature(f.memory(), config_.cpu_signature); !signed_) {
+            log::warn("sandbox {}: {}", id, signed_.error().to_string());
         }
     } else if (auto vmm_file = f.read_vmm(); vmm_file) {
         // Disk-only: what the guest's page cache holds reaches the disk first.
@@ -336,10 +375,9 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
     const SandboxFiles f = files(id);
     ResumeOutcome outcome;
     Result<Started> started = make_error("not started");
-    if (!f.has_memory()) {
-        outcome.resume_reason = "no_memory_snapshot";
-    } else if (resized) {
-        outcome.resume_reason = "resized";
+    if (auto why = cold_start_reason(f.has_memory(), resized, read_cpu_signature(f.memory()), config_.cpu_signature);
+        !why.empty()) {
+        outcome.resume_reason = why;
     } else if (auto vmm_file = f.read_vmm(); !vmm_file) {
         outcome.resume_reason = "restore_failed";
         log::warn("sandbox {}: {}", id, vmm_file.error().to_string());
@@ -393,10 +431,6 @@ Result<void> VmmDriver::remove(const std::string& id) {
     }
     collect_layers();
     return ok();
-}
-
-Result<SnapshotRecord> VmmDriver::snapshot(const std::string&, const api::SnapshotRequest&) {
-    return make_coded_error(api::code::kNotImplemented, "named snapshots are not in this sbxd yet");
 }
 
 Result<AgentAddress> VmmDriver::agent(const std::string& id) {

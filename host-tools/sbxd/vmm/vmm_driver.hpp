@@ -49,7 +49,17 @@ struct DriverConfig {
     // Guests in the nested test harness boot 10-50x slower than on hardware.
     std::chrono::milliseconds boot_timeout{600'000};
     std::chrono::milliseconds restore_timeout{300'000};
+    // This host's CPU (cpu_signature.hpp), recorded with every memory
+    // snapshot; a saved memory with another one is not restored.
+    std::string cpu_signature{};
 };
+
+// Why a start from saved memory boots cold instead, or empty to restore
+// it: no_memory_snapshot, resized (another machine than the saved one),
+// cpu_mismatch (saved on another CPU; an empty saved signature, from an
+// older sbxd, is tried).
+[[nodiscard]] std::string cold_start_reason(bool has_memory, bool resized, const std::string& saved_cpu,
+                                            const std::string& host_cpu);
 
 class VmmDriver final : public SandboxDriver {
 public:
@@ -78,6 +88,7 @@ public:
                                             const std::optional<IdempotencyClaim>& claim) override;
     Result<void> remove(const std::string& id) override;
     Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override;
+    Result<void> remove_snapshot(const std::string& name) override;
     Result<AgentAddress> agent(const std::string& id) override;
 
 private:
@@ -121,9 +132,22 @@ private:
     void end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful);
     [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
     [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
-    [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(const SandboxRecord& parent,
-                                                                 const api::ForkRequest& request);
+    [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(
+        const SandboxRecord& parent, const api::ForkRequest& request,
+        const std::optional<IdempotencyClaim>& claim);
     void collect_layers();
+    // Named snapshots (vmm_snapshots.cpp), each a folder under snapshots/.
+    [[nodiscard]] std::string snapshots_dir() const { return config_.state_dir + "/snapshots"; }
+    [[nodiscard]] Result<CreateOutcome> create_from_snapshot(const CreateSpec& spec, const SnapshotRecord& snapshot);
+    // Saves a running sandbox's memory into `into` as a fork does (the VM
+    // pauses, its VMM ends, the disk is frozen, it is restored on a new
+    // overlay) and returns the layer; the sandbox runs on.
+    [[nodiscard]] Result<std::string> save_running(const SandboxRecord& sandbox, const SandboxFiles& into);
+    // A snapshot cut short by sbxd's end: its .tmp- folder, or a row
+    // whose folder never appeared.
+    void remove_unfinished_snapshots();
+    // The image whose kernel a cold boot of the sandbox uses.
+    [[nodiscard]] std::string image_of(const SandboxRecord& sandbox) const;
     // Warm templates (vmm_templates.cpp).
     [[nodiscard]] std::string template_dir(const SandboxRecord& like, const BootImage& image) const;
     // Restores a new sandbox from its warm template; "not_found" without one.
@@ -147,15 +171,22 @@ private:
     std::map<std::string, std::shared_ptr<std::mutex>> locks_;
     std::mutex guest_links_mutex_;
     std::map<std::string, agent::AgentClient> guest_links_;  // by sandbox folder
+    std::mutex fork_keys_mutex_;
+    std::set<std::string> fork_keys_;  // Idempotency-Keys of forks in progress
     std::mutex templates_mutex_;
     std::set<std::string> templates_building_;
     std::vector<std::jthread> template_builders_;
+    std::mutex snapshots_mutex_;  // a named snapshot's folder appears, is used or goes
     std::jthread watcher_;
 };
 
 // A qcow2 overlay at `path` on the image's raw root disk, of `disk_gib`
 // GiB but never smaller than the image.
 [[nodiscard]] Result<void> make_image_overlay(const std::string& path, const BootImage& image, int disk_gib);
+
+// The row of a new sandbox made by `spec` from the image or snapshot `from`.
+[[nodiscard]] SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, const std::string& from,
+                                           UnixMillis now);
 
 // A fresh sandbox id: "sbx_" and 16 random hex digits.
 [[nodiscard]] Result<std::string> new_sandbox_id();

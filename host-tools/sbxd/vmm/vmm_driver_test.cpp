@@ -9,12 +9,14 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
+#include "host-tools/sbxd/vmm/driver_test_fixture.hpp"
 #include "host-tools/sbxd/vmm/guest_api.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
@@ -22,76 +24,8 @@
 
 using namespace sbx;
 using namespace sbx::sbxd;
+using namespace sbx::sbxd::testing;
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
-
-namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = "/tmp/sbxd-driver-test.XXXXXX";
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-void write_file(const std::string& path, const std::string& text, unsigned mode = 0644) {
-    fs::create_directories(fs::path(path).parent_path());
-    std::ofstream(path, std::ios::binary) << text;
-    ::chmod(path.c_str(), mode);
-}
-
-// An images/build cache with one kernel and one root disk.
-void make_images(const std::string& dir) {
-    write_file(dir + "/kernel/aaaa/vmlinux", "kernel");
-    write_file(dir + "/kernel/aaaa/.complete", "");
-    write_file(dir + "/rootfs/bbbb/rootfs.ext4", std::string(1 << 20, '\0'));
-    write_file(dir + "/rootfs/bbbb/.complete", "");
-}
-
-std::uint64_t be64(const std::string& s, std::size_t at) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < 8; ++i) {
-        v = v << 8 | static_cast<unsigned char>(s[at + i]);
-    }
-    return v;
-}
-
-struct Fixture {
-    TempDir dir;
-    std::unique_ptr<Store> store;
-    std::string images = dir.path + "/images";
-    std::string state = dir.path + "/state";
-    Fixture() {
-        make_images(images);
-        fs::create_directories(state);
-        auto opened = Store::open(state + "/sbxd.db");
-        REQUIRE(opened.has_value());
-        store = std::move(*opened);
-    }
-    DriverConfig config(const std::string& vmm) const {
-        DriverConfig c{state, vmm, images, api::HostLimits{}};
-        c.boot_timeout = 1500ms;
-        c.restore_timeout = 1500ms;
-        return c;
-    }
-    CreateSpec spec() const {
-        CreateSpec s;
-        s.shape = api::SandboxShape{"custom", 1, 256, 1, {}};
-        return s;
-    }
-};
-
-}  // namespace
 
 TEST_CASE("CIDs: the lowest free one from 3, each live VMM its own") {
     CidAllocator cids;
@@ -255,6 +189,55 @@ TEST_CASE("a VMM that exits at once fails the create without waiting for the dea
     unknown.request.from = "python";
     CHECK(driver.create(unknown).error().code == "not_found");
     CHECK(fx.store->list_sandboxes({})->size() == 1);  // refused before any row
+}
+
+TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replayed, one in progress refused") {
+    Fixture fx;
+    // Never brings up an agent: every boot fails after the boot timeout.
+    const std::string fake = fx.dir.path + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\nexec sleep 600\n", 0755);
+    VmmDriver driver(*fx.store, fx.config(fake));
+    // Two stopped parents with disks: creates that crashed, walked to stopped.
+    std::vector<std::string> parents;
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE_FALSE(driver.create(fx.spec()).has_value());
+    }
+    const std::vector<SandboxRecord> crashed = fx.store->list_sandboxes({}).value();
+    for (const auto& s : crashed) {
+        REQUIRE(fx.store->change_state(s.id, {SandboxState::Creating, 1, std::nullopt}).has_value());
+        REQUIRE(fx.store->change_state(s.id, {SandboxState::Stopped, 1, std::nullopt}).has_value());
+        parents.push_back(s.id);
+    }
+    api::ForkRequest request;
+    request.count = 2;
+    request.memory = false;  // children cold-boot
+    const IdempotencyClaim claim{"fork-key", "hash-of-body"};
+    auto second = std::async(std::launch::async, [&] {
+        // Once the first fork has made its children, the same key on the other parent.
+        while (fx.store->list_sandboxes({}).value().size() < 4) {
+            std::this_thread::sleep_for(10ms);
+        }
+        return driver.fork(parents[1], request, claim);
+    });
+    auto first = driver.fork(parents[0], request, claim);
+    REQUIRE_FALSE(first.has_value());
+    CHECK(first.error().code == "no_ready_machine");
+    auto refused = second.get();
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == "idempotency_conflict");
+    auto recorded = fx.store->find_fork_claim(claim, system_now()).value();
+    REQUIRE(recorded.size() == 2);
+    CHECK(recorded[0].state == SandboxState::Crashed);
+    auto replayed = driver.fork(parents[0], request, claim);
+    REQUIRE(replayed.has_value());
+    REQUIRE(replayed->size() == 2);
+    CHECK((*replayed)[0].id == recorded[0].id);
+    CHECK((*replayed)[1].id == recorded[1].id);
+    CHECK(fx.store->list_sandboxes({}).value().size() == 4);  // no child made again
+    const std::vector<SandboxRecord> all = fx.store->list_sandboxes({}).value();
+    for (const auto& s : all) {
+        REQUIRE(driver.remove(s.id).has_value());
+    }
 }
 
 TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back, stops and deletes finish") {

@@ -29,38 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string layers_list(const SandboxFiles& files) {
-    return files.dir() + "/layers.txt";
-}
-
-std::vector<std::string> read_lines(const std::string& path) {
-    std::vector<std::string> lines;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-        if (!line.empty()) {
-            lines.push_back(line);
-        }
-    }
-    return lines;
-}
-
-Result<void> write_lines(const std::string& path, const std::vector<std::string>& lines) {
-    const std::string temp = path + ".tmp";
-    {
-        std::ofstream out(temp, std::ios::trunc);
-        for (const auto& line : lines) {
-            out << line << "\n";
-        }
-        if (!out.flush()) {
-            return make_error("writing {}", temp);
-        }
-    }
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-        return sys_error("renaming {}", temp);
-    }
-    return ok();
-}
-
 }  // namespace
 
 Result<SandboxRecord> VmmDriver::new_record(const SandboxRecord& like, const std::string& id) const {
@@ -102,9 +70,9 @@ Result<std::string> VmmDriver::freeze_disk(const std::string& id) {
         ::unlink(layer.c_str());
         return made.error();
     }
-    auto chain = read_lines(layers_list(f));
+    auto chain = read_lines(f.layers_list());
     chain.push_back(layer);
-    if (auto listed = write_lines(layers_list(f), chain); !listed) {
+    if (auto listed = write_lines(f.layers_list(), chain); !listed) {
         return listed.error();
     }
     if (::rename(next.c_str(), f.disk().c_str()) != 0) {
@@ -117,11 +85,15 @@ Result<std::string> VmmDriver::freeze_disk(const std::string& id) {
 void VmmDriver::collect_layers() {
     std::set<std::string> used;
     std::error_code ec;
-    for (fs::directory_iterator it(config_.state_dir + "/sandboxes", ec), end; !ec && it != end;
-         it.increment(ec)) {
-        for (auto& layer : read_lines(it->path().string() + "/layers.txt")) {
-            used.insert(std::move(layer));
+    // Sandboxes and named snapshots (finished or being made) hold layers.
+    for (const char* holders : {"/sandboxes", "/snapshots"}) {
+        for (fs::directory_iterator it(config_.state_dir + holders, ec), end; !ec && it != end;
+             it.increment(ec)) {
+            for (auto& layer : read_lines(SandboxFiles::in_dir(it->path().string()).layers_list())) {
+                used.insert(std::move(layer));
+            }
         }
+        ec.clear();
     }
     for (fs::directory_iterator it(layers_dir(), ec), end; !ec && it != end; it.increment(ec)) {
         const std::string path = fs::absolute(it->path()).string();
@@ -133,10 +105,31 @@ void VmmDriver::collect_layers() {
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const api::ForkRequest& request,
-                                                   const std::optional<IdempotencyClaim>&) {
+                                                   const std::optional<IdempotencyClaim>& claim) {
     auto operation = begin(id);
     if (!operation) {
         return operation.error();
+    }
+    // One fork per key at a time (a second one on another parent would
+    // record its children under the same key), and a fork that finished
+    // since the API looked is replayed.
+    std::shared_ptr<void> key_guard;
+    if (claim) {
+        {
+            std::lock_guard lock(fork_keys_mutex_);
+            if (!fork_keys_.insert(claim->key).second) {
+                return make_coded_error(api::code::kIdempotencyConflict,
+                                        "a fork with Idempotency-Key '{}' is in progress", claim->key);
+            }
+        }
+        key_guard = std::shared_ptr<void>(nullptr, [this, key = claim->key](void*) {
+            std::lock_guard lock(fork_keys_mutex_);
+            fork_keys_.erase(key);
+        });
+        auto earlier = store_.find_fork_claim(*claim, clock_());
+        if (!earlier || !earlier->empty()) {
+            return earlier;
+        }
     }
     auto parent = store_.get_sandbox(id);
     if (!parent) {
@@ -148,11 +141,12 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const 
         return make_coded_error(api::code::kInvalidState, "sandbox {} is {}: a fork needs it running{}", id,
                                 to_string(parent->state), request.memory ? "" : " or stopped");
     }
-    return fork_locked(*parent, request);
+    return fork_locked(*parent, request, claim);
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& parent,
-                                                          const api::ForkRequest& request) {
+                                                          const api::ForkRequest& request,
+                                                          const std::optional<IdempotencyClaim>& claim) {
     const SandboxFiles pf = files(parent.id);
     const bool running = parent.state == SandboxState::Running;
     std::string saved_token;
@@ -207,13 +201,22 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
             log::warn("fork of {}: {}", parent.id, created.error().to_string());
             break;
         }
+        if (claim) {
+            if (auto recorded = store_.add_fork_child(*claim, child->id, child->created_at); !recorded) {
+                log::warn("fork of {}: recording its Idempotency-Key: {}", parent.id,
+                          recorded.error().to_string());
+            }
+        }
         const SandboxFiles cf = files(child->id);
         Result<void> ready = cf.create();
         if (ready) {
             ready = qcow2::create_overlay(cf.disk(), *layer, qcow2::BackingFormat::Qcow2, 0);
         }
         if (ready) {
-            ready = write_lines(layers_list(cf), read_lines(layers_list(pf)));
+            ready = write_lines(cf.layers_list(), read_lines(pf.layers_list()));
+        }
+        if (ready && fs::exists(pf.image_file())) {
+            ready = write_lines(cf.image_file(), read_lines(pf.image_file()));
         }
         if (!ready) {
             (void)crash(child->id, ready.error(), api::code::kInternal);

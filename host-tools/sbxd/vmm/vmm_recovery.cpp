@@ -121,6 +121,7 @@ Result<int> VmmDriver::recover() {
             kill_process_group(p.process);
         }
     }
+    remove_unfinished_snapshots();
     collect_layers();
     remove_unfinished_templates();
     return adopted;

@@ -16,6 +16,7 @@
 #include "guest-agent/identity/identity_client.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
+#include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
@@ -32,7 +33,9 @@ constexpr std::string_view kBuildingMark = ".tmp-";
 
 std::string VmmDriver::template_dir(const SandboxRecord& like, const BootImage& image) const {
     // A new build of the image (another cache entry) is another template.
-    const std::string image_hash = sha256_hex(image.kernel + "\n" + image.disk).substr(0, 12);
+    // So is another host CPU: its saved memory would not restore here.
+    const std::string image_hash =
+        sha256_hex(image.kernel + "\n" + image.disk + "\n" + config_.cpu_signature).substr(0, 12);
     return fmt::format("{}/templates/{}-{}c-{}m-{}g-{}", config_.state_dir, like.from, like.cpus, like.memory_mib,
                        like.disk_gib, image_hash);
 }
@@ -43,6 +46,10 @@ Result<VmmDriver::Started> VmmDriver::boot_from_template(const SandboxRecord& sa
     auto vmm_file = warm.read_vmm();
     if (!warm.has_memory() || !vmm_file) {
         return make_coded_error("not_found", "no warm template at {}", warm.dir());
+    }
+    if (auto why = cold_start_reason(true, false, read_cpu_signature(warm.memory()), config_.cpu_signature);
+        !why.empty()) {
+        return make_coded_error(why, "the warm template {} was saved on another CPU", warm.dir());
     }
     if (auto overlay = qcow2::create_overlay(files.disk(), warm.disk(), qcow2::BackingFormat::Qcow2, 0); !overlay) {
         return overlay.error();
@@ -111,6 +118,9 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
                               kSnapshotTimeout);
     if (!saved) {
         return end(saved.error());
+    }
+    if (auto signed_ = write_cpu_signature(t.memory(), config_.cpu_signature); !signed_) {
+        return end(signed_.error());
     }
     stop_vmm(*process);
     cids_.release(*cid);

@@ -11,9 +11,10 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 starts=0
+# start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh).
 start_sbxd() {
   starts=$((starts + 1))
-  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" \
+  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "$@" \
     2>"$logdir/sbxd.$starts.log" &
   sbxd_pid=$!
   for _ in $(seq 300); do
