@@ -415,4 +415,16 @@ Result<AgentAddress> VmmDriver::agent(const std::string& id) {
     return AgentAddress{f.vsock_socket(), vmm->token};
 }
 
+Result<std::string> VmmDriver::disk(const std::string& id) {
+    auto s = store_.get_sandbox(id);
+    if (!s) {
+        return s.error();
+    }
+    if (s->state != SandboxState::Stopped && s->state != SandboxState::Paused && s->state != SandboxState::Crashed) {
+        return make_coded_error(api::code::kInvalidState, "sandbox {} is {}: its disk is in use", id,
+                                to_string(s->state));
+    }
+    return files(id).disk();
+}
+
 }  // namespace sbx::sbxd

@@ -79,6 +79,7 @@ public:
     Result<void> remove(const std::string& id) override;
     Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override;
     Result<AgentAddress> agent(const std::string& id) override;
+    Result<std::string> disk(const std::string& id) override;
 
 private:
     // Holds one sandbox's operation lock.
