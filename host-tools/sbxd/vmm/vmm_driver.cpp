@@ -131,6 +131,10 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, co
     if (auto renewed = renew_identity(files, restore.saved_token, *token, restore.generation); !renewed) {
         return fail(renewed.error());
     }
+    // A stop with memory saved it frozen; the guest would also thaw by itself.
+    if (auto thawed = thaw_guest(files, *token); !thawed) {
+        log::warn("{}: {}", files.dir(), thawed.error().to_string());
+    }
     if (auto written = files.write_vmm(VmmFile{*token, *cid, *process}); !written) {
         return fail(written.error());
     }
@@ -282,6 +286,18 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     }
     const VmmProcess vmm = stopping->vmm.value_or(VmmProcess{});
     ::unlink(f.memory().c_str());
+    // Frozen first either way: the disk then holds every write, with a
+    // clean journal, so the stopped sandbox's files can be read from it.
+    // Without (an older agent) the stop goes on.
+    auto vmm_file = f.read_vmm();
+    bool frozen = false;
+    if (vmm_file) {
+        auto done = freeze_guest(f, vmm_file->token);
+        frozen = done.has_value();
+        if (!done) {
+            log::warn("sandbox {}: freezing before the stop: {}", id, done.error().to_string());
+        }
+    }
     if (request.memory) {
         // Written to a temporary name and renamed by the VMM: memory.snap
         // exists only complete.
@@ -291,7 +307,7 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
             ::unlink(f.memory().c_str());
             return crash(id, saved.error().context("saving the memory"), api::code::kInternal);
         }
-    } else if (auto vmm_file = f.read_vmm(); vmm_file) {
+    } else if (vmm_file && !frozen) {
         // Disk-only: what the guest's page cache holds reaches the disk first.
         agent::AgentEndpoint endpoint{f.vsock_socket(), agent::kAgentPort, vmm_file->token};
         auto client = agent::AgentClient::connect(endpoint);
