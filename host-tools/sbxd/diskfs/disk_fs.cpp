@@ -95,6 +95,29 @@ Result<void> check_path(std::string_view path) {
     return {};
 }
 
+// The superblock's geometry before libext2fs sizes its tables by it (ext4
+// on-disk format, "The Super Block"): a block size libext2fs handles, and
+// a file system no larger than the disk (a grown disk may be larger).
+Result<void> check_geometry(const std::array<std::uint8_t, 2048>& head, std::uint64_t disk_bytes) {
+    static_assert(sizeof(ext2_super_block) == 1024);
+    ext2_super_block sb{};
+    std::memcpy(&sb, &head[1024], sizeof sb);  // little-endian on disk and here (x86-64)
+    if (sb.s_log_block_size > EXT2_MAX_BLOCK_LOG_SIZE - EXT2_MIN_BLOCK_LOG_SIZE) {
+        return make_coded_error(code::kCorrupt, "the superblock gives blocks of 2^{} KiB", sb.s_log_block_size);
+    }
+    const std::uint64_t block = std::uint64_t{EXT2_MIN_BLOCK_SIZE} << sb.s_log_block_size;
+    std::uint64_t blocks = sb.s_blocks_count;
+    if ((sb.s_feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT) != 0) {
+        blocks |= std::uint64_t{sb.s_blocks_count_hi} << 32;
+    }
+    if (blocks == 0 || blocks > disk_bytes / block || sb.s_blocks_per_group == 0 || sb.s_inodes_per_group == 0) {
+        return make_coded_error(code::kCorrupt,
+                                "the superblock's {} blocks of {} bytes ({} per group) do not fit the {}-byte disk",
+                                blocks, block, sb.s_blocks_per_group, disk_bytes);
+    }
+    return {};
+}
+
 // What is at the start of the disk: ext2/3/4 (superblock at 1024, s_magic
 // at 56 in it), or a partition table (MBR boot signature 0x55AA at 510,
 // GPT "EFI PART" at LBA 1), or neither.
@@ -107,7 +130,7 @@ Result<void> check_layout(qcow2::DiskReader& disk) {
         return r.error().context("reading the disk's first blocks").with_code(code::kIo);
     }
     if ((head[1024 + 56] | head[1024 + 57] << 8) == EXT2_SUPER_MAGIC) {
-        return {};
+        return check_geometry(head, disk.size());
     }
     if (std::memcmp(&head[512], "EFI PART", 8) == 0 || (head[510] == 0x55 && head[511] == 0xaa)) {
         return make_coded_error(code::kUnsupported,
@@ -262,17 +285,56 @@ Result<void> DiskFs::check_dir(std::uint32_t ino, std::string_view path) {
     return {};
 }
 
+Result<void> DiskFs::scan_dir(std::uint32_t dir, std::string_view path,
+                              const std::function<bool(std::string_view, std::uint32_t)>& each) {
+    if (auto r = check_dir(dir, path); !r) {
+        return r.error();
+    }
+    struct Scan {
+        const std::function<bool(std::string_view, std::uint32_t)>* each;
+        std::size_t records = 0;
+        bool over = false;
+    } scan{&each};
+    auto visit = [](ext2_ino_t, int, ext2_dir_entry* entry, int, int, char*, void* data) -> int {
+        auto* sc = static_cast<Scan*>(data);
+        if (++sc->records > kMaxDirRecords) {
+            sc->over = true;
+            return DIRENT_ABORT;
+        }
+        if (entry->inode == 0) {
+            return 0;
+        }
+        const std::string_view name(entry->name, static_cast<std::size_t>(ext2fs_dirent_name_len(entry)));
+        return (*sc->each)(name, entry->inode) ? 0 : DIRENT_ABORT;
+    };
+    // Empty records too, so that every block read is counted.
+    if (errcode_t err = ext2fs_dir_iterate2(fs_.get(), dir, DIRENT_FLAG_INCLUDE_EMPTY, nullptr, visit, &scan);
+        err != 0) {
+        return ext2_error(err, path);
+    }
+    if (scan.over) {
+        return make_coded_error(code::kLimit, "{}: a directory of more than {} records", path, kMaxDirRecords);
+    }
+    return {};
+}
+
 Result<std::uint32_t> DiskFs::lookup(std::uint32_t dir, std::string_view name, std::string_view path) {
     if (name.size() > kMaxName) {
         return make_coded_error(code::kBadPath, "a name in {} is over {} bytes", path, kMaxName);
     }
-    if (auto r = check_dir(dir, path); !r) {
-        return r.error();
-    }
     ext2_ino_t ino = 0;
-    errcode_t err = ext2fs_lookup(fs_.get(), dir, name.data(), static_cast<int>(name.size()), nullptr, &ino);
-    if (err != 0) {
-        return ext2_error(err, path);
+    auto scanned = scan_dir(dir, path, [&](std::string_view entry, std::uint32_t entry_ino) {
+        if (entry != name) {
+            return true;
+        }
+        ino = entry_ino;
+        return false;
+    });
+    if (!scanned) {
+        return scanned.error();
+    }
+    if (ino == 0) {
+        return make_coded_error(code::kNotFound, "{}: no such file or directory", path);
     }
     if (ino < EXT2_ROOT_INO || ino > fs_->super->s_inodes_count) {
         return make_coded_error(code::kCorrupt, "{}: a directory entry names inode {}", path, ino);
@@ -336,37 +398,29 @@ Result<std::vector<DirEntry>> DiskFs::list(std::string_view path) {
     if (!ino) {
         return ino.error();
     }
-    if (auto r = check_dir(*ino, path); !r) {
-        return r.error();
-    }
-    struct Walk {
-        std::vector<std::pair<std::string, ext2_ino_t>> names;
-        bool over = false;
-    } walk;
-    auto each = [](ext2_ino_t, int, ext2_dir_entry* entry, int, int, char*, void* data) -> int {
-        auto* w = static_cast<Walk*>(data);
-        const int len = ext2fs_dirent_name_len(entry);
-        std::string_view name(entry->name, static_cast<std::size_t>(len));
-        if (name == "." || name == ".." || entry->inode == 0) {
-            return 0;
+    std::vector<std::pair<std::string, ext2_ino_t>> names;
+    bool over = false;
+    auto scanned = scan_dir(*ino, path, [&](std::string_view name, std::uint32_t entry_ino) {
+        if (name == "." || name == "..") {
+            return true;
         }
-        if (w->names.size() >= kMaxListEntries) {
-            w->over = true;
-            return DIRENT_ABORT;
+        if (names.size() >= kMaxListEntries) {
+            over = true;
+            return false;
         }
-        w->names.emplace_back(std::string(name), entry->inode);
-        return 0;
-    };
-    if (errcode_t err = ext2fs_dir_iterate2(fs_.get(), *ino, 0, nullptr, each, &walk); err != 0) {
-        return ext2_error(err, path);
+        names.emplace_back(std::string(name), entry_ino);
+        return true;
+    });
+    if (!scanned) {
+        return scanned.error();
     }
-    if (walk.over) {
+    if (over) {
         return make_coded_error(code::kLimit, "{} has more than {} entries", path, kMaxListEntries);
     }
-    std::sort(walk.names.begin(), walk.names.end());
+    std::sort(names.begin(), names.end());
     std::vector<DirEntry> out;
-    out.reserve(walk.names.size());
-    for (auto& [name, entry_ino] : walk.names) {
+    out.reserve(names.size());
+    for (auto& [name, entry_ino] : names) {
         if (entry_ino > fs_->super->s_inodes_count) {
             return make_coded_error(code::kCorrupt, "{}: entry {} names inode {}", path, name, entry_ino);
         }

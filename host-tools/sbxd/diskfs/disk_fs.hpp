@@ -53,6 +53,9 @@ inline constexpr std::size_t kMaxListEntries = 100'000;
 // A directory larger than this is not read (a real one of kMaxListEntries
 // long names is under 30 MiB).
 inline constexpr std::uint64_t kMaxDirBytes = std::uint64_t{256} << 20;
+// Records (entries, deleted and empty ones too) read from one directory
+// before giving up: a crafted one may map many blocks whatever its size.
+inline constexpr std::size_t kMaxDirRecords = 4 * kMaxListEntries;
 
 enum class Kind { File, Dir, Symlink, Other };
 [[nodiscard]] std::string_view kind_name(Kind kind);  // file, dir, symlink, other
@@ -109,6 +112,10 @@ private:
     [[nodiscard]] Result<Stat> stat_inode(std::uint32_t ino, bool with_target, std::string_view path);
     [[nodiscard]] Result<std::string> read_link(std::uint32_t ino, std::string_view path);
     [[nodiscard]] Result<void> check_dir(std::uint32_t ino, std::string_view path);
+    // Calls `each` with every live entry of directory `dir` (. and .. too)
+    // until it returns false; kLimit past kMaxDirRecords records.
+    [[nodiscard]] Result<void> scan_dir(std::uint32_t dir, std::string_view path,
+                                        const std::function<bool(std::string_view, std::uint32_t)>& each);
     // libext2fs' errcode as an error: the disk's own error when a read of
     // it failed, else kNotFound or kCorrupt.
     [[nodiscard]] Error ext2_error(long err, std::string_view what);
