@@ -5,6 +5,7 @@
 
 #include "base/log.hpp"
 #include "guest-agent/exec/process_table.hpp"
+#include "guest-agent/freeze/freeze_state.hpp"
 #include "guest-agent/identity/identity_state.hpp"
 
 namespace sbx::agent {
@@ -37,6 +38,8 @@ Agent::Agent(AgentOptions options)
       processes_(std::make_unique<ProcessTable>()),
       identity_(std::make_unique<IdentityState>(options_.identity_kernel ? options_.identity_kernel
                                                                          : make_system_identity_kernel())),
+      freeze_(std::make_unique<FreezeState>(options_.freeze_kernel ? options_.freeze_kernel
+                                                                   : make_refusing_freeze_kernel())),
       door_(std::move(options_.token), options_.limits) {
     options_.token.clear();  // one copy, in the door: the identity op may replace it
     register_exec_ops(ops_);
@@ -45,6 +48,7 @@ Agent::Agent(AgentOptions options)
     register_forward_ops(ops_);
     register_health_ops(ops_);
     register_identity_ops(ops_);
+    register_freeze_ops(ops_);
     if (!door_.has_token()) {
         log::warn("no sbx.token on the kernel command line: any client that reaches the agent is served");
     }

@@ -18,6 +18,8 @@
 namespace sbx::agent {
 
 class Agent;
+class FreezeKernel;
+class FreezeState;
 class IdentityKernel;
 class IdentityState;
 class ProcessTable;
@@ -34,6 +36,9 @@ struct AgentOptions {
     // The RNG, vsock and network calls of the identity op; empty: the real
     // system calls (tests give a fake).
     std::shared_ptr<IdentityKernel> identity_kernel;
+    // FIFREEZE/FITHAW for the freeze and thaw ops; empty: refused (only
+    // the agent in a guest binds the real calls, main.cpp).
+    std::shared_ptr<FreezeKernel> freeze_kernel;
 };
 
 class Session {
@@ -57,13 +62,15 @@ private:
 using OpHandler = std::function<Result<void>(Session&, const Json& request)>;
 using OpTable = std::map<std::string, OpHandler, std::less<>>;
 
-// Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp, identity_ops.cpp).
+// Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp, identity_ops.cpp,
+// freeze_ops.cpp).
 void register_exec_ops(OpTable& ops);
 void register_file_ops(OpTable& ops);
 void register_tar_ops(OpTable& ops);
 void register_forward_ops(OpTable& ops);
 void register_health_ops(OpTable& ops);
 void register_identity_ops(OpTable& ops);
+void register_freeze_ops(OpTable& ops);
 
 class Agent {
 public:
@@ -77,6 +84,7 @@ public:
     [[nodiscard]] const std::string& boot_id() const { return boot_id_; }
     [[nodiscard]] ProcessTable& processes() { return *processes_; }
     [[nodiscard]] IdentityState& identity() { return *identity_; }
+    [[nodiscard]] FreezeState& freeze() { return *freeze_; }
     // The token, the hello deadline and the session bounds (the token
     // moves there: `options().token` is empty once the agent runs).
     [[nodiscard]] Door& door() { return door_; }
@@ -93,6 +101,7 @@ private:
     OpTable ops_;
     std::unique_ptr<ProcessTable> processes_;
     std::unique_ptr<IdentityState> identity_;
+    std::unique_ptr<FreezeState> freeze_;
     Door door_;
 };
 

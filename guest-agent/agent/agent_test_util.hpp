@@ -14,6 +14,7 @@
 #include "guest-agent/agent/agent.hpp"
 #include "guest-agent/agent/listener.hpp"
 #include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/freeze/fake_freeze_kernel.hpp"
 #include "guest-agent/identity/fake_identity_kernel.hpp"
 
 namespace sbx::agent::testing {
@@ -40,6 +41,8 @@ struct AgentHarness {
     std::list<std::thread> threads;
     // The identity op's kernel calls: never the real ones in a test.
     std::shared_ptr<FakeIdentityKernel> identity_kernel = std::make_shared<FakeIdentityKernel>();
+    // FIFREEZE/FITHAW: never the real ones in a test either.
+    std::shared_ptr<FakeFreezeKernel> freeze_kernel = std::make_shared<FakeFreezeKernel>();
 
     // `host_prefix`: where connect_host(port) goes, "<dir>/host_<port>".
     explicit AgentHarness(std::string token = std::string(kTestToken), DoorLimits limits = {}) {
@@ -47,6 +50,7 @@ struct AgentHarness {
         options.token = std::move(token);
         options.limits = limits;
         options.identity_kernel = identity_kernel;
+        options.freeze_kernel = freeze_kernel;
         options.env_file = (dir.path / "env").string();
         std::string prefix = (dir.path / "host").string();
         options.connect_host = [prefix](std::uint32_t port) { return connect_unix_host(prefix, port); };

@@ -16,6 +16,7 @@
 #include "base/log.hpp"
 #include "guest-agent/agent/agent.hpp"
 #include "guest-agent/agent/listener.hpp"
+#include "guest-agent/freeze/freeze_kernel.hpp"
 
 namespace {
 
@@ -132,6 +133,11 @@ int main(int argc, char** argv) {
         options.connect_host = [host_unix](std::uint32_t p) { return sbx::agent::connect_unix_host(host_unix, p); };
     } else {
         options.connect_host = [](std::uint32_t p) { return sbx::agent::connect_vsock_host(p); };
+    }
+    // Only the agent serving vsock runs in a guest; one on a Unix socket
+    // (tests, on the host) must never freeze the host's file systems.
+    if (listen_unix.empty()) {
+        options.freeze_kernel = sbx::agent::make_system_freeze_kernel();
     }
     auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::listen_unix(listen_unix);
     if (!listener) {

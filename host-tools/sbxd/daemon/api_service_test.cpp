@@ -5,8 +5,11 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -102,6 +105,8 @@ struct RecordingDriver final : SandboxDriver {
     Result<AgentAddress> agent(const std::string&) override {
         return make_coded_error("invalid_state", "not running");
     }
+    std::string disk_path;  // what disk() gives for every sandbox
+    Result<std::string> disk(const std::string&) override { return disk_path; }
 };
 
 struct Fixture {
@@ -506,4 +511,79 @@ TEST_CASE("a create from a named snapshot takes its machine unless told; cold an
     f.driver.memory_restored.reset();
     CHECK_FALSE(body_of(f.call("POST", "/v1/sandboxes", "{}")).contains("memoryRestored"));
     CHECK(f.call("POST", "/v1/sandboxes", R"({"cold":1})").status == 400);
+}
+
+TEST_CASE("files of a stopped sandbox come from its disk; changes are invalid_state") {
+    if (std::system("PATH=$PATH:/sbin:/usr/sbin command -v mkfs.ext4 >/dev/null 2>&1") != 0) {
+        MESSAGE("skipped: mkfs.ext4 (e2fsprogs) is not installed");
+        return;
+    }
+    Fixture f;
+    const std::string tree = f.dir + "/tree";
+    std::filesystem::create_directories(tree + "/root/d");
+    std::ofstream(tree + "/root/x") << "hi from the disk\n";
+    ::chmod((tree + "/root/x").c_str(), 0600);
+    std::filesystem::create_symlink("/root/x", tree + "/root/link");
+    const std::string image = f.dir + "/disk.ext4";
+    REQUIRE(std::system(("PATH=$PATH:/sbin:/usr/sbin mkfs.ext4 -q -F -d " + tree + " " + image +
+                         " 8M >/dev/null 2>&1").c_str()) == 0);
+    f.driver.disk_path = image;
+    f.run("sbx_1");
+    f.stop("sbx_1");
+    const std::string base = "/v1/sandboxes/sbx_1/files";
+
+    auto stat = f.call("GET", base + "/stat?path=/root/x");
+    REQUIRE(stat.status == 200);
+    auto st = body_of(stat)["stat"];
+    CHECK(st["path"] == "/root/x");
+    CHECK(st["type"] == "file");
+    CHECK(st["size"] == 17);
+    CHECK(st["mode"] == 0600);
+    CHECK(st.contains("mtime"));
+    CHECK(st["uid"] == ::getuid());
+    CHECK(st["gid"] == ::getgid());
+    auto link = body_of(f.call("GET", base + "/stat?path=/root/link"))["stat"];
+    CHECK(link["type"] == "symlink");
+    CHECK(link["target"] == "/root/x");
+
+    auto list = f.call("GET", base + "/list?path=/root");
+    REQUIRE(list.status == 200);
+    auto entries = body_of(list)["entries"];
+    REQUIRE(entries.size() == 3);
+    CHECK(entries[0]["name"] == "d");
+    CHECK(entries[0]["type"] == "dir");
+    CHECK(entries[1]["name"] == "link");
+    CHECK(entries[2] == json{{"name", "x"}, {"type", "file"}, {"size", 17}, {"mode", 0600}, {"mtime", st["mtime"]}});
+
+    auto download = f.call("GET", base + "?path=/root/link");
+    REQUIRE(download.status == 200);
+    REQUIRE(download.stream);
+    http::BodyWriter writer(1 << 20, [] {});
+    download.stream(writer);
+    CHECK_FALSE(writer.cancelled());
+    std::string got;
+    while (auto chunk = writer.take()) {
+        got += *chunk;
+    }
+    CHECK(got == "hi from the disk\n");
+    CHECK(f.call("GET", base + "?path=/root/d").status == 400);
+    CHECK(body_of(f.call("GET", base + "?path=/root/none"))["code"] == "not_found");
+    CHECK(body_of(f.call("GET", base + "/list?path=/root/x"))["code"] == "invalid_argument");
+
+    for (const auto& [method, target, body] :
+         {std::tuple{"PUT", base + "?path=/root/y", std::string()},
+          {"POST", base + "/mkdir", std::string(R"({"path":"/root/e"})")},
+          {"DELETE", base + "?path=/root/x", std::string()}}) {
+        auto refused = f.call(method, target, body);
+        CHECK(refused.status == 409);
+        CHECK(body_of(refused)["code"] == "invalid_state");
+        CHECK(body_of(refused)["message"].get<std::string>().find("resume") != std::string::npos);
+    }
+
+    // A disk that is not ext4 is refused with a coded error, not read.
+    std::ofstream(image, std::ios::trunc) << std::string(4096, 'z');
+    CHECK(body_of(f.call("GET", base + "/stat?path=/"))["code"] == "invalid_state");
+    // A running sandbox is still its agent's.
+    f.run("sbx_2");
+    CHECK(body_of(f.call("GET", "/v1/sandboxes/sbx_2/files/stat?path=/"))["message"] == "not running");
 }

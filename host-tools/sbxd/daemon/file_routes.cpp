@@ -1,7 +1,8 @@
 // Files in a running sandbox (docs/api.md, "Files"): contents streamed
 // both ways in pieces of at most a DATA frame, whatever the file's size;
 // stat, list, mkdir and remove. Paths are absolute guest paths in the
-// query (`?path=`); the agent checks them.
+// query (`?path=`); the agent checks them. A sandbox with no VMM is read
+// from its disk instead (disk_files.cpp).
 #include <sys/socket.h>
 
 #include <charconv>
@@ -73,6 +74,13 @@ Response GuestRoutes::get_file(const Request& request, const PathParams& params)
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }
+    auto disk = stopped_disk(params.at("id"));
+    if (!disk) {
+        return Response::error(disk.error(), request.request_id);
+    }
+    if (*disk) {
+        return disk_get_file(**disk, *path, request);
+    }
     auto client = connect(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
@@ -126,6 +134,9 @@ Response GuestRoutes::put_file(const Request& request, const PathParams& params)
         }
         options.mode = value;
     }
+    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
+        return Response::error(stopped.error(), request.request_id);
+    }
     auto client = connect(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
@@ -151,6 +162,13 @@ Response GuestRoutes::stat_file(const Request& request, const PathParams& params
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }
+    auto disk = stopped_disk(params.at("id"));
+    if (!disk) {
+        return Response::error(disk.error(), request.request_id);
+    }
+    if (*disk) {
+        return disk_stat(**disk, *path, request);
+    }
     auto client = connect(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
@@ -172,6 +190,13 @@ Response GuestRoutes::list_files(const Request& request, const PathParams& param
     auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
+    }
+    auto disk = stopped_disk(params.at("id"));
+    if (!disk) {
+        return Response::error(disk.error(), request.request_id);
+    }
+    if (*disk) {
+        return disk_list(**disk, *path, request);
     }
     auto client = connect(params.at("id"));
     if (!client) {
@@ -213,6 +238,9 @@ Response GuestRoutes::make_dir(const Request& request, const PathParams& params)
     if (!*path || path->value().empty() || path->value().front() != '/') {
         return Response::error(api::invalid_argument("path must be an absolute guest path"), request.request_id);
     }
+    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
+        return Response::error(stopped.error(), request.request_id);
+    }
     auto client = connect(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
@@ -235,6 +263,9 @@ Response GuestRoutes::remove_file(const Request& request, const PathParams& para
     auto recursive = flag_param(*query, "recursive");
     if (!path || !recursive) {
         return Response::error(!path ? path.error() : recursive.error(), request.request_id);
+    }
+    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
+        return Response::error(stopped.error(), request.request_id);
     }
     auto client = connect(params.at("id"));
     if (!client) {

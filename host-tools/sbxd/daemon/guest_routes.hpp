@@ -4,7 +4,9 @@
 // Each request opens its own connection to the agent (the agent protocol
 // runs one operation per connection), through the address the driver
 // gives for a running sandbox. Output and file contents stream through
-// http::BodyWriter / BodyReader, never whole in memory.
+// http::BodyWriter / BodyReader, never whole in memory. A sandbox with no
+// VMM has its files read from its disk instead (diskfs/disk_fs.hpp),
+// without resuming it; changing them needs a resume.
 #pragma once
 
 #include <functional>
@@ -67,6 +69,16 @@ private:
     Response list_files(const Request& request, const PathParams& params) const;
     Response make_dir(const Request& request, const PathParams& params) const;
     Response remove_file(const Request& request, const PathParams& params) const;
+
+    // Files of a sandbox with no VMM, read from its disk (disk_files.cpp).
+    // The disk when the sandbox is stopped, paused or crashed; nullopt when
+    // its agent answers (or the driver says why not); 404 for no sandbox.
+    [[nodiscard]] Result<std::optional<std::string>> stopped_disk(const std::string& sandbox_id) const;
+    // invalid_state for a change to the files of a sandbox with no VMM.
+    [[nodiscard]] Result<void> refuse_stopped(const std::string& sandbox_id) const;
+    Response disk_get_file(const std::string& disk, const std::string& path, const Request& request) const;
+    Response disk_stat(const std::string& disk, const std::string& path, const Request& request) const;
+    Response disk_list(const std::string& disk, const std::string& path, const Request& request) const;
 
     Store& store_;
     SandboxDriver& driver_;

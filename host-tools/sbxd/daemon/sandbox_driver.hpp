@@ -60,6 +60,10 @@ public:
     // The agent of a running sandbox; invalid_state when it has no running
     // VMM (a driver with idle pause resumes a paused sandbox first).
     [[nodiscard]] virtual Result<AgentAddress> agent(const std::string& id) = 0;
+    // The root disk (a qcow2 image, its backing chain sbxd's own) of a
+    // sandbox with no VMM (stopped, paused, crashed), for reading its files
+    // without resuming it; invalid_state in any other state.
+    [[nodiscard]] virtual Result<std::string> disk(const std::string& id) = 0;
 };
 
 class UnimplementedDriver final : public SandboxDriver {
@@ -81,6 +85,7 @@ public:
     }
     Result<void> remove_snapshot(const std::string&) override { return missing("snapshot delete"); }
     Result<AgentAddress> agent(const std::string&) override { return missing("exec"); }
+    Result<std::string> disk(const std::string&) override { return missing("files"); }
 
 private:
     static Error missing(std::string_view what) {

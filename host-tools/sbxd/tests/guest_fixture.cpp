@@ -51,6 +51,7 @@ public:
         }
         return AgentAddress{vsock_, kToken};
     }
+    Result<std::string> disk(const std::string&) override { return none(); }
 
 private:
     static Error none() { return make_coded_error("not_implemented", "not in this fixture"); }

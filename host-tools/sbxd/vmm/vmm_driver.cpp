@@ -176,6 +176,10 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, co
     if (auto renewed = renew_identity(files, restore.saved_token, *token, restore.generation); !renewed) {
         return fail(renewed.error());
     }
+    // A stop with memory saved it frozen; the guest would also thaw by itself.
+    if (auto thawed = thaw_guest(files, *token); !thawed) {
+        log::warn("{}: {}", files.dir(), thawed.error().to_string());
+    }
     if (auto written = files.write_vmm(VmmFile{*token, *cid, *process}); !written) {
         return fail(written.error());
     }
@@ -318,6 +322,18 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     const VmmProcess vmm = stopping->vmm.value_or(VmmProcess{});
     ::unlink(f.memory().c_str());
     ::unlink(cpu_signature_file(f.memory()).c_str());  // written again with the new memory
+    // Frozen first either way: the disk then holds every write, with a
+    // clean journal, so the stopped sandbox's files can be read from it.
+    // Without (an older agent) the stop goes on.
+    auto vmm_file = f.read_vmm();
+    bool frozen = false;
+    if (vmm_file) {
+        auto done = freeze_guest(f, vmm_file->token);
+        frozen = done.has_value();
+        if (!done) {
+            log::warn("sandbox {}: freezing before the stop: {}", id, done.error().to_string());
+        }
+    }
     if (request.memory) {
         // Written to a temporary name and renamed by the VMM: memory.snap
         // exists only complete.
@@ -330,7 +346,7 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
         if (auto signed_ = write_cpu_signature(f.memory(), config_.cpu_signature); !signed_) {
             log::warn("sandbox {}: {}", id, signed_.error().to_string());
         }
-    } else if (auto vmm_file = f.read_vmm(); vmm_file) {
+    } else if (vmm_file && !frozen) {
         // Disk-only: what the guest's page cache holds reaches the disk first.
         agent::AgentEndpoint endpoint{f.vsock_socket(), agent::kAgentPort, vmm_file->token};
         auto client = agent::AgentClient::connect(endpoint);
@@ -447,6 +463,18 @@ Result<AgentAddress> VmmDriver::agent(const std::string& id) {
         return api_error(vmm.error(), api::code::kInternal);
     }
     return AgentAddress{f.vsock_socket(), vmm->token};
+}
+
+Result<std::string> VmmDriver::disk(const std::string& id) {
+    auto s = store_.get_sandbox(id);
+    if (!s) {
+        return s.error();
+    }
+    if (s->state != SandboxState::Stopped && s->state != SandboxState::Paused && s->state != SandboxState::Crashed) {
+        return make_coded_error(api::code::kInvalidState, "sandbox {} is {}: its disk is in use", id,
+                                to_string(s->state));
+    }
+    return files(id).disk();
 }
 
 }  // namespace sbx::sbxd

@@ -90,6 +90,7 @@ public:
     Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override;
     Result<void> remove_snapshot(const std::string& name) override;
     Result<AgentAddress> agent(const std::string& id) override;
+    Result<std::string> disk(const std::string& id) override;
 
 private:
     // Holds one sandbox's operation lock.

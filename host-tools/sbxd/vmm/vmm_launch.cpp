@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/freeze/freeze_client.hpp"
 #include "guest-agent/identity/identity_client.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
@@ -127,6 +128,30 @@ Result<void> renew_identity(const SandboxFiles& files, const std::string& old_to
     auto reply = agent::identity(*client, request);
     if (!reply) {
         return reply.error().context("identity op");
+    }
+    return ok();
+}
+
+Result<std::vector<std::string>> freeze_guest(const SandboxFiles& files, const std::string& token,
+                                              std::chrono::milliseconds timeout) {
+    auto client = agent::AgentClient::connect(agent::AgentEndpoint{files.vsock_socket(), agent::kAgentPort, token});
+    if (!client) {
+        return client.error().context("freeze op");
+    }
+    auto frozen = agent::freeze_filesystems(*client, timeout);
+    if (!frozen) {
+        return frozen.error().context("freeze op");
+    }
+    return frozen;
+}
+
+Result<void> thaw_guest(const SandboxFiles& files, const std::string& token) {
+    auto client = agent::AgentClient::connect(agent::AgentEndpoint{files.vsock_socket(), agent::kAgentPort, token});
+    if (!client) {
+        return client.error().context("thaw op");
+    }
+    if (auto thawed = agent::thaw_filesystems(*client); !thawed) {
+        return thawed.error().context("thaw op");
     }
     return ok();
 }

@@ -52,6 +52,17 @@ struct LaunchSpec {
 [[nodiscard]] Result<void> renew_identity(const SandboxFiles& files, const std::string& old_token,
                                           const std::string& new_token, std::optional<std::uint64_t> generation);
 
+// The freeze op (docs/agent-protocol.md "freeze, thaw") before a guest's
+// memory is saved or it stops, so that its disk alone holds every write
+// (and a stopped sandbox's files can be read from it); the guest thaws by
+// itself after `timeout`. Returns the mount points frozen.
+[[nodiscard]] Result<std::vector<std::string>> freeze_guest(
+    const SandboxFiles& files, const std::string& token,
+    std::chrono::milliseconds timeout = std::chrono::seconds(60));
+// The thaw op, after a restore: the snapshot may have been taken frozen.
+// Nothing frozen is no error.
+[[nodiscard]] Result<void> thaw_guest(const SandboxFiles& files, const std::string& token);
+
 // Ends the VMM: the control socket's stop, then SIGKILL to its group if it
 // has not exited within `grace`. Returns once it is gone.
 void stop_vmm(const VmmProcess& vmm, std::chrono::milliseconds grace = std::chrono::seconds(20));
