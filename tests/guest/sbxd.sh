@@ -19,7 +19,7 @@ for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$buil
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs
-run_nested "$work/out" --cpus 2 --timeout 2400 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
+run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
   ${SBXD_PARTS:-}
