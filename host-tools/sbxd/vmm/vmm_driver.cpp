@@ -186,6 +186,13 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, co
     return Started{*process, *cid, *token};
 }
 
+Result<SandboxRecord> VmmDriver::run_started(const std::string& id, const Result<Started>& started) {
+    if (!started) {
+        return crash(id, started.error(), api::code::kNoReadyMachine);
+    }
+    return mark_running(id, *started);
+}
+
 Result<SandboxRecord> VmmDriver::mark_running(const std::string& id, const Started& started) {
     auto running = store_.change_state(id, StateChange{SandboxState::Running, clock_(), started.process});
     if (!running) {
@@ -284,10 +291,7 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
         }
         started = boot_cold(s, f);
     }
-    if (!started) {
-        return crash(s.id, started.error(), api::code::kNoReadyMachine);
-    }
-    auto running = mark_running(s.id, *started);
+    auto running = run_started(s.id, started);
     if (!running) {
         return running.error();
     }

@@ -127,6 +127,9 @@ private:
     [[nodiscard]] Result<Started> boot_cold(const SandboxRecord& sandbox, const SandboxFiles& files);
     [[nodiscard]] Result<Started> boot_restore(const SandboxFiles& files, const Restore& restore);
     [[nodiscard]] Result<SandboxRecord> mark_running(const std::string& id, const Started& started);
+    // A start that failed crashes the sandbox (no_ready_machine); one that
+    // succeeded marks it running.
+    [[nodiscard]] Result<SandboxRecord> run_started(const std::string& id, const Result<Started>& started);
     // Ends the sandbox's VMM (if any), frees its CID, marks it crashed and
     // returns `why` with the API code `code`.
     Error crash(const std::string& id, const Error& why, std::string_view code);

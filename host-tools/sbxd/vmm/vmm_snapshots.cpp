@@ -302,10 +302,7 @@ Result<CreateOutcome> VmmDriver::create_from_snapshot(const CreateSpec& spec, co
                         reason));
         started = boot_cold(s, f);
     }
-    if (!started) {
-        return crash(s.id, started.error(), api::code::kNoReadyMachine);
-    }
-    auto running = mark_running(s.id, *started);
+    auto running = run_started(s.id, started);
     if (!running) {
         return running.error();
     }
