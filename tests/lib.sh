@@ -119,8 +119,11 @@ run_nested() {
     attempt=$((attempt + 1))
     mv "$out" "$out.l1-failed-$attempt"
     # that run's dumps (and a kept snapshot) stay with its output
+    # (a session that keeps no raw snapshot has no *.snap: nullglob, so
+    # that a missing one cannot end this script under set -e)
     if compgen -G "$work/sbx-vmm-*.mem" >/dev/null; then
-      mkdir -p "$work/l1-failed-$attempt" && mv "$work"/sbx-vmm-*.mem "$work"/*.snap "$work/l1-failed-$attempt/" 2>/dev/null
+      mkdir -p "$work/l1-failed-$attempt"
+      (shopt -s nullglob; mv -- "$work"/sbx-vmm-*.mem "$work"/*.snap "$work/l1-failed-$attempt/")
     fi
     echo "HARNESS: $why (status $status); running it again ($attempt of $retries); that run's output: $out.l1-failed-$attempt" >&2
     if [ -n "${SBX_HARNESS_RETRY_LOG:-}" ]; then

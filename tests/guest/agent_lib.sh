@@ -61,7 +61,10 @@ agent_image() {
 # failure or an agent_run.py error fails the test here, before any check
 # reads a log that was never written.
 agent_run() {
-  run_nested "$work/out" --timeout 1700 -- /usr/bin/python3 "$src/tests/guest/agent_run.py" \
+  # A guest that triple-faults leaves its memory in $work (tests/lib.sh
+  # run_nested and fail walk its page tables there).
+  run_nested "$work/out" --timeout 1700 -- /usr/bin/env SBX_VMM_CRASH_DUMP_DIR="$work" \
+    /usr/bin/python3 "$src/tests/guest/agent_run.py" \
     --kernel "$kernel" --image "$image" --sbx-vmm "$build/host-tools/sbx-vmm/sbx-vmm" --logdir "$work" "$@"
   expect_status 0 "level 1 ran agent_run.py to the end, every VMM exited 0"
 }
