@@ -1,6 +1,8 @@
 #include "host-tools/sbxd/daemon/admission.hpp"
 
 #include <algorithm>
+#include <set>
+#include <string_view>
 #include <utility>
 
 #include "host-tools/sbxd/api/api_error.hpp"
@@ -33,6 +35,23 @@ void Admission::prune_locked(UnixMillis now) {
     }
 }
 
+Admission::Count Admission::count_locked(const Usage& usage) const {
+    Count c{static_cast<int>(usage.memory_mib_by_id.size()), 0};
+    for (const auto& [id, memory] : usage.memory_mib_by_id) {
+        c.memory_mib += memory;
+    }
+    std::set<std::string_view> seen;
+    for (const auto& [ticket, slots] : reserved_) {
+        for (const Slot& slot : slots) {
+            if (!usage.memory_mib_by_id.contains(slot.sandbox_id) && seen.insert(slot.sandbox_id).second) {
+                ++c.running;
+                c.memory_mib += slot.memory_mib;
+            }
+        }
+    }
+    return c;
+}
+
 Admission::Decision Admission::admit(const Demand& demand) {
     std::lock_guard lock(mutex_);
     const UnixMillis now = clock_();
@@ -41,23 +60,26 @@ Admission::Decision Admission::admit(const Demand& demand) {
     if (!usage) {
         return Refusal{usage.error()};
     }
-    int running = usage->running;
-    std::int64_t memory = usage->memory_mib;
-    for (const auto& [id, r] : reserved_) {
-        running += r.running;
-        memory += r.memory_mib;
+    const auto [running, memory] = count_locked(*usage);
+    int new_running = 0;
+    std::int64_t new_memory = 0;
+    for (const Slot& slot : demand.slots) {
+        if (!usage->memory_mib_by_id.contains(slot.sandbox_id)) {
+            ++new_running;
+            new_memory += slot.memory_mib;
+        }
     }
-    if (running + demand.new_running > limits_.max_running) {
+    if (running + new_running > limits_.max_running) {
         return Refusal{make_coded_error(api::code::kLimitReached,
                                         "{} sandbox(es) running or starting and this needs {} more: the "
                                         "limit is {} running at once (sbxd --max-running)",
-                                        running, demand.new_running, limits_.max_running)};
+                                        running, new_running, limits_.max_running)};
     }
-    if (memory + demand.new_memory_mib > limits_.memory_budget_mib) {
+    if (memory + new_memory > limits_.memory_budget_mib) {
         return Refusal{make_coded_error(api::code::kCapacityExceeded,
                                         "{} MiB more does not fit: sandboxes running or starting have {} "
                                         "MiB of this host's {} MiB for sandboxes (sbxd --memory-budget-mib)",
-                                        demand.new_memory_mib, memory, limits_.memory_budget_mib)};
+                                        new_memory, memory, limits_.memory_budget_mib)};
     }
     const int window = static_cast<int>(starts_.size());
     if (demand.starts > limits_.max_starts_per_minute) {
@@ -80,8 +102,7 @@ Admission::Decision Admission::admit(const Demand& demand) {
                        seconds};
     }
     const std::uint64_t id = ++next_id_;
-    reserved_[id] =
-        Reservation{demand.new_running + demand.held_running, demand.new_memory_mib + demand.held_memory_mib};
+    reserved_[id] = demand.slots;
     for (int i = 0; i < demand.starts; ++i) {
         starts_.push_back(Start{now, id});
     }
@@ -103,11 +124,8 @@ Result<AdmissionReport> Admission::report() {
     if (!usage) {
         return usage.error();
     }
-    AdmissionReport r{usage->running, usage->memory_mib, static_cast<int>(starts_.size())};
-    for (const auto& [id, reservation] : reserved_) {
-        r.running += reservation.running;
-        r.memory_mib += reservation.memory_mib;
-    }
+    const Count c = count_locked(*usage);
+    AdmissionReport r{c.running, c.memory_mib, static_cast<int>(starts_.size())};
     return r;
 }
 

@@ -8,9 +8,13 @@
 //   rate_limited       more than max_starts_per_minute starts in the last
 //                      60 s (a sliding window), with the seconds until one
 //                      more fits (Retry-After, RFC 9110 §10.2.3)
-// The Ticket holds the reservation until the driver is done (by then the
-// store shows the sandbox running, or not); a ticket never committed (the
-// driver failed, or replayed an earlier request) gives its starts back.
+// A reservation names the sandboxes it will have running (a create's new
+// id, a fork's children and its parent, a resumed sandbox) and counts each
+// only while the store does not show that sandbox running or stopping, so
+// a sandbox the driver has already marked running is never counted twice.
+// The Ticket holds the reservation until the driver is done; a ticket never
+// committed (the driver failed, or replayed an earlier request) gives its
+// starts back.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +22,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <variant>
+#include <vector>
 
 #include "base/result.hpp"
 #include "host-tools/sbxd/store/records.hpp"
@@ -31,20 +38,24 @@ struct AdmissionLimits {
     std::int64_t memory_budget_mib = 0;  // sum of memoryMib of running sandboxes
 };
 
-// What the store shows running now: sandboxes in running or stopping.
+// What the store shows running now (running or stopping): memoryMib by
+// sandbox id.
 struct Usage {
-    int running = 0;
+    std::unordered_map<std::string, std::int64_t> memory_mib_by_id;
+};
+
+// A sandbox that will be running after the operation.
+struct Slot {
+    std::string sandbox_id;
     std::int64_t memory_mib = 0;
 };
 
 struct Demand {
-    int starts = 0;       // counted against the start rate
-    int new_running = 0;  // sandboxes that will run after it
-    std::int64_t new_memory_mib = 0;
-    // Already counted in Usage but briefly not running during the
-    // operation (a memory fork's parent): held, not checked.
-    int held_running = 0;
-    std::int64_t held_memory_mib = 0;
+    int starts = 0;  // counted against the start rate
+    // Checked against the limits unless the store shows them running
+    // already (a memory fork's parent, which stops and restarts inside the
+    // fork, is held this way without being counted twice).
+    std::vector<Slot> slots;
 };
 
 struct AdmissionReport {
@@ -96,7 +107,7 @@ public:
     [[nodiscard]] const AdmissionLimits& limits() const { return limits_; }
 
 private:
-    struct Reservation {
+    struct Count {
         int running = 0;
         std::int64_t memory_mib = 0;
     };
@@ -106,13 +117,15 @@ private:
     };
     void release(std::uint64_t id, bool committed);
     void prune_locked(UnixMillis now);
+    // The usage plus every reserved slot the usage does not show.
+    [[nodiscard]] Count count_locked(const Usage& usage) const;
 
     AdmissionLimits limits_;
     UsageSource usage_;
     std::function<UnixMillis()> clock_;
     std::mutex mutex_;
     std::uint64_t next_id_ = 0;
-    std::map<std::uint64_t, Reservation> reserved_;
+    std::map<std::uint64_t, std::vector<Slot>> reserved_;
     std::deque<Start> starts_;  // oldest first
 };
 

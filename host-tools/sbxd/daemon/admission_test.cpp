@@ -1,10 +1,12 @@
 // Admission control on its own: limits, the sliding start window with a
-// fake clock, reservations given back, and check-and-reserve racing.
+// fake clock, reservations given back, a reserved sandbox the store shows
+// running counted once, and check-and-reserve racing.
 #include "host-tools/sbxd/daemon/admission.hpp"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -26,15 +28,27 @@ const Admission::Refusal* refusal(const Admission::Decision& d) {
     return std::get_if<Admission::Refusal>(&d);
 }
 
+// Demands for sandboxes no other demand names.
+std::string fresh_id() {
+    static std::atomic<int> next{0};
+    return "sbx_" + std::to_string(++next);
+}
+Demand starts(int count, std::int64_t memory_each) {
+    Demand d{count, {}};
+    for (int i = 0; i < count; ++i) {
+        d.slots.push_back({fresh_id(), memory_each});
+    }
+    return d;
+}
 Demand one(std::int64_t memory = 256) {
-    return Demand{1, 1, memory, 0, 0};
+    return starts(1, memory);
 }
 
 }  // namespace
 
 TEST_CASE("limit_reached counts running sandboxes and reservations in flight") {
     Fixture f({2, 100, 100'000});
-    f.usage = {1, 256};
+    f.usage.memory_mib_by_id = {{"sbx_running", 256}};
     auto first = f.admission.admit(one());
     REQUIRE(std::holds_alternative<Admission::Ticket>(first));
     auto second = f.admission.admit(one());  // 1 running + 1 starting
@@ -50,7 +64,7 @@ TEST_CASE("limit_reached counts running sandboxes and reservations in flight") {
 
 TEST_CASE("capacity_exceeded when memoryMib would pass the budget; held memory counts for later starts") {
     Fixture f({10, 100, 2048});
-    f.usage = {1, 1024};
+    f.usage.memory_mib_by_id = {{"sbx_parent", 1024}};
     auto fits = f.admission.admit(one(1024));
     REQUIRE(std::holds_alternative<Admission::Ticket>(fits));
     auto full = f.admission.admit(one(1));
@@ -58,9 +72,15 @@ TEST_CASE("capacity_exceeded when memoryMib would pass the budget; held memory c
     CHECK(refusal(full)->error.code == "capacity_exceeded");
     fits = Admission::Decision{Admission::Refusal{}};
     // A fork's running parent is held (it is in the usage) but not checked twice.
-    auto fork = f.admission.admit(Demand{1, 1, 1024, 1, 1024});
+    Demand fork_demand = one(1024);
+    fork_demand.slots.push_back({"sbx_parent", 1024});
+    auto fork = f.admission.admit(fork_demand);
     REQUIRE(std::holds_alternative<Admission::Ticket>(fork));
-    CHECK(f.admission.report().value().memory_mib == 3072);
+    CHECK(f.admission.report().value().memory_mib == 2048);
+    // While the parent is stopped inside the fork, its held slot counts.
+    f.usage.memory_mib_by_id.clear();
+    CHECK(f.admission.report().value().memory_mib == 2048);
+    CHECK(f.admission.report().value().running == 2);
 }
 
 TEST_CASE("rate_limited in a sliding 60 s window, with the seconds until a start fits") {
@@ -76,14 +96,14 @@ TEST_CASE("rate_limited in a sliding 60 s window, with the seconds until a start
     CHECK(refusal(c)->error.code == "rate_limited");
     CHECK(refusal(c)->retry_after_seconds == 45);  // the first start leaves at +60 s: 44.5 s, rounded up
     // Two at once wait for both to leave.
-    auto two = f.admission.admit(Demand{2, 2, 512, 0, 0});
+    auto two = f.admission.admit(starts(2, 256));
     REQUIRE(refusal(two));
     CHECK(refusal(two)->retry_after_seconds == 55);
     CHECK(f.admission.report().value().starts_last_minute == 2);
     f.now += 44'500;  // exactly 60 s after the first
     CHECK(std::holds_alternative<Admission::Ticket>(f.admission.admit(one())));
     // More starts at once than a minute allows never fit.
-    auto never = f.admission.admit(Demand{3, 3, 768, 0, 0});
+    auto never = f.admission.admit(starts(3, 256));
     REQUIRE(refusal(never));
     CHECK(refusal(never)->error.code == "limit_reached");
 }
@@ -102,6 +122,22 @@ TEST_CASE("a ticket never committed gives its starts back; a committed one keeps
     }
     CHECK(f.admission.report().value().starts_last_minute == 1);
     CHECK(refusal(f.admission.admit(one()))->error.code == "rate_limited");
+}
+
+TEST_CASE("a reserved sandbox the store already shows running is counted once") {
+    Fixture f({2, 100, 100'000});
+    const Demand create = one(512);
+    auto first = f.admission.admit(create);
+    REQUIRE(std::holds_alternative<Admission::Ticket>(first));
+    CHECK(f.admission.report().value().running == 1);
+    // The driver marked it running before the create returned: still one.
+    f.usage.memory_mib_by_id = {{create.slots[0].sandbox_id, 512}};
+    CHECK(f.admission.report().value().running == 1);
+    CHECK(f.admission.report().value().memory_mib == 512);
+    auto second = f.admission.admit(one());
+    REQUIRE(std::holds_alternative<Admission::Ticket>(second));
+    CHECK(f.admission.report().value().running == 2);
+    CHECK(refusal(f.admission.admit(one()))->error.code == "limit_reached");
 }
 
 TEST_CASE("a failing usage source refuses with its error") {

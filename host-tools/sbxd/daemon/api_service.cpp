@@ -179,8 +179,7 @@ Result<Usage> ApiService::usage() const {
     }
     Usage u;
     for (const auto& s : *running) {
-        ++u.running;
-        u.memory_mib += s.memory_mib;
+        u.memory_mib_by_id.emplace(s.id, s.memory_mib);
     }
     return u;
 }
@@ -270,11 +269,15 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
                                 request.request_id, 200);
         }
     }
-    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, 1, shape->memory_mib, 0, 0});
+    auto id = new_sandbox_id();
+    if (!id) {
+        return Response::error(id.error().with_code(api::code::kInternal), request.request_id);
+    }
+    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, {{*id, shape->memory_mib}}});
     if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
         return refused(*no, request.request_id);
     }
-    auto created = driver_.create(CreateSpec{*parsed, *shape, *claim});
+    auto created = driver_.create(CreateSpec{*id, *parsed, *shape, *claim});
     if (!created) {
         return Response::error(created.error(), request.request_id);
     }
@@ -400,7 +403,7 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
             }
             memory = shape->memory_mib;
         }
-        decision = admission_.admit(Demand{1, 1, memory, 0, 0});
+        decision = admission_.admit(Demand{1, {{sandbox->id, memory}}});
         if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
             return refused(*no, request.request_id);
         }
@@ -456,15 +459,28 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
     const bool running = sandbox->state == SandboxState::Running;
     const bool stopped = sandbox->state == SandboxState::Stopped || sandbox->state == SandboxState::Paused;
     std::optional<Admission::Decision> decision;
+    std::vector<std::string> child_ids;
+    for (int i = 0; i < parsed->count; ++i) {
+        auto id = new_sandbox_id();
+        if (!id) {
+            return Response::error(id.error().with_code(api::code::kInternal), request.request_id);
+        }
+        child_ids.push_back(std::move(*id));
+    }
     if (running || (stopped && !parsed->memory)) {
-        const std::int64_t memory = sandbox->memory_mib;
-        decision = admission_.admit(Demand{parsed->count, parsed->count, parsed->count * memory,
-                                           running ? 1 : 0, running ? memory : 0});
+        Demand demand{parsed->count, {}};
+        for (const auto& id : child_ids) {
+            demand.slots.push_back({id, sandbox->memory_mib});
+        }
+        if (running) {
+            demand.slots.push_back({sandbox->id, sandbox->memory_mib});
+        }
+        decision = admission_.admit(demand);
         if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
             return refused(*no, request.request_id);
         }
     }
-    auto children = driver_.fork(sandbox->id, *parsed, *claim);
+    auto children = driver_.fork(sandbox->id, *parsed, *claim, child_ids);
     if (!children) {
         return Response::error(children.error(), request.request_id);
     }
@@ -485,7 +501,7 @@ Response ApiService::snapshot_sandbox(const Request& request, const PathParams& 
     // fork's parent): its slot is held meanwhile. No start is counted.
     std::optional<Admission::Decision> held;
     if (sandbox->state == SandboxState::Running) {
-        held = admission_.admit(Demand{0, 0, 0, 1, sandbox->memory_mib});
+        held = admission_.admit(Demand{0, {{sandbox->id, sandbox->memory_mib}}});
         if (const auto* no = std::get_if<Admission::Refusal>(&*held)) {
             return refused(*no, request.request_id);
         }

@@ -42,7 +42,7 @@ struct RecordingDriver final : SandboxDriver {
             return make_coded_error("capacity_exceeded", "no room");
         }
         SandboxRecord s;
-        s.id = "sbx_new" + std::to_string(store->list_sandboxes({}).value().size());
+        s.id = spec.id;
         s.name = s.id;
         s.from = "default";
         s.size = spec.shape.size;
@@ -65,13 +65,14 @@ struct RecordingDriver final : SandboxDriver {
     }
     // As the VMM driver does: each child recorded under the fork's key.
     Result<std::vector<SandboxRecord>> fork(const std::string& id, const api::ForkRequest& request,
-                                            const std::optional<IdempotencyClaim>& claim) override {
+                                            const std::optional<IdempotencyClaim>& claim,
+                                            const std::vector<std::string>& child_ids) override {
         last_fork = request;
         ++forks;
         std::vector<SandboxRecord> children;
         for (int i = 0; i < request.count && store != nullptr; ++i) {
             SandboxRecord child = store->get_sandbox(id).value();
-            child.id = id + "_child" + std::to_string(forks) + "_" + std::to_string(i);
+            child.id = child_ids.at(static_cast<std::size_t>(i));
             child.name = child.id;
             child.state = SandboxState::Creating;
             child.vmm.reset();

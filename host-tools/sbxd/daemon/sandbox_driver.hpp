@@ -14,12 +14,25 @@
 
 #include "base/result.hpp"
 #include "host-tools/sbxd/api/requests.hpp"
+#include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/store/records.hpp"
 #include "host-tools/sbxd/store/store.hpp"
 
 namespace sbx::sbxd {
 
+// A fresh sandbox id: "sbx_" and 16 random hex digits. The API chooses the
+// ids of the sandboxes an operation starts, so that admission (admission.hpp)
+// can tell a sandbox it reserved from one the store shows running.
+[[nodiscard]] inline Result<std::string> new_sandbox_id() {
+    auto hex = random_hex(8);
+    if (!hex) {
+        return hex.error();
+    }
+    return "sbx_" + *hex;
+}
+
 struct CreateSpec {
+    std::string id;  // the new sandbox's (new_sandbox_id())
     api::CreateRequest request;
     api::SandboxShape shape;
     std::optional<IdempotencyClaim> claim;
@@ -50,8 +63,8 @@ public:
     [[nodiscard]] virtual Result<ResumeOutcome> resume(const std::string& id,
                                                        const api::ResumeRequest& request) = 0;
     [[nodiscard]] virtual Result<std::vector<SandboxRecord>> fork(
-        const std::string& id, const api::ForkRequest& request,
-        const std::optional<IdempotencyClaim>& claim) = 0;
+        const std::string& id, const api::ForkRequest& request, const std::optional<IdempotencyClaim>& claim,
+        const std::vector<std::string>& child_ids) = 0;  // request.count of new_sandbox_id()
     [[nodiscard]] virtual Result<void> remove(const std::string& id) = 0;
     [[nodiscard]] virtual Result<SnapshotRecord> snapshot(const std::string& id,
                                                           const api::SnapshotRequest& request) = 0;
@@ -76,7 +89,8 @@ public:
         return missing("resume");
     }
     Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
-                                            const std::optional<IdempotencyClaim>&) override {
+                                            const std::optional<IdempotencyClaim>&,
+                                            const std::vector<std::string>&) override {
         return missing("fork");
     }
     Result<void> remove(const std::string&) override { return missing("delete"); }

@@ -39,7 +39,8 @@ public:
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return none(); }
     Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return none(); }
     Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
-                                            const std::optional<IdempotencyClaim>&) override {
+                                            const std::optional<IdempotencyClaim>&,
+                                            const std::vector<std::string>&) override {
         return none();
     }
     Result<void> remove(const std::string&) override { return none(); }

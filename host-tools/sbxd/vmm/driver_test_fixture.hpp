@@ -82,6 +82,7 @@ struct Fixture {
     }
     CreateSpec spec() const {
         CreateSpec s;
+        s.id = new_sandbox_id().value();
         s.shape = api::SandboxShape{"custom", 1, 256, 1, {}};
         return s;
     }

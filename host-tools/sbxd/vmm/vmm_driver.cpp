@@ -42,14 +42,6 @@ Result<void> make_image_overlay(const std::string& path, const BootImage& image,
     return qcow2::create_overlay(path, image.disk, qcow2::BackingFormat::Raw, size);
 }
 
-Result<std::string> new_sandbox_id() {
-    auto hex = random_hex(8);
-    if (!hex) {
-        return hex.error();
-    }
-    return "sbx_" + *hex;
-}
-
 SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, const std::string& from,
                              UnixMillis now) {
     SandboxRecord s;
@@ -251,15 +243,12 @@ Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
     if (!image) {
         return image.error();
     }
-    auto id = new_sandbox_id();
-    if (!id) {
-        return id.error();
-    }
-    auto operation = begin(*id);
+    const std::string& id = spec.id;
+    auto operation = begin(id);
     if (!operation) {
         return operation.error();
     }
-    const SandboxRecord s = sandbox_record(spec, *id, from, clock_());
+    const SandboxRecord s = sandbox_record(spec, id, from, clock_());
     auto created = store_.create_sandbox(s, spec.claim);
     if (!created || created->replayed) {
         return created;

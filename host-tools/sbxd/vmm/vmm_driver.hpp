@@ -85,7 +85,8 @@ public:
     Result<SandboxRecord> stop(const std::string& id, const api::StopRequest& request) override;
     Result<ResumeOutcome> resume(const std::string& id, const api::ResumeRequest& request) override;
     Result<std::vector<SandboxRecord>> fork(const std::string& id, const api::ForkRequest& request,
-                                            const std::optional<IdempotencyClaim>& claim) override;
+                                            const std::optional<IdempotencyClaim>& claim,
+                                            const std::vector<std::string>& child_ids) override;
     Result<void> remove(const std::string& id) override;
     Result<SnapshotRecord> snapshot(const std::string& id, const api::SnapshotRequest& request) override;
     Result<void> remove_snapshot(const std::string& name) override;
@@ -138,7 +139,7 @@ private:
     [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
     [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(
         const SandboxRecord& parent, const api::ForkRequest& request,
-        const std::optional<IdempotencyClaim>& claim);
+        const std::optional<IdempotencyClaim>& claim, const std::vector<std::string>& child_ids);
     void collect_layers();
     // Named snapshots (vmm_snapshots.cpp), each a folder under snapshots/.
     [[nodiscard]] std::string snapshots_dir() const { return config_.state_dir + "/snapshots"; }
@@ -192,7 +193,5 @@ private:
 [[nodiscard]] SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, const std::string& from,
                                            UnixMillis now);
 
-// A fresh sandbox id: "sbx_" and 16 random hex digits.
-[[nodiscard]] Result<std::string> new_sandbox_id();
 
 }  // namespace sbx::sbxd

@@ -217,9 +217,9 @@ TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replaye
         while (fx.store->list_sandboxes({}).value().size() < 4) {
             std::this_thread::sleep_for(10ms);
         }
-        return driver.fork(parents[1], request, claim);
+        return driver.fork(parents[1], request, claim, {"sbx_c3", "sbx_c4"});
     });
-    auto first = driver.fork(parents[0], request, claim);
+    auto first = driver.fork(parents[0], request, claim, {"sbx_c1", "sbx_c2"});
     REQUIRE_FALSE(first.has_value());
     CHECK(first.error().code == "no_ready_machine");
     auto refused = second.get();
@@ -228,7 +228,7 @@ TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replaye
     auto recorded = fx.store->find_fork_claim(claim, system_now()).value();
     REQUIRE(recorded.size() == 2);
     CHECK(recorded[0].state == SandboxState::Crashed);
-    auto replayed = driver.fork(parents[0], request, claim);
+    auto replayed = driver.fork(parents[0], request, claim, {"sbx_c5", "sbx_c6"});
     REQUIRE(replayed.has_value());
     REQUIRE(replayed->size() == 2);
     CHECK((*replayed)[0].id == recorded[0].id);

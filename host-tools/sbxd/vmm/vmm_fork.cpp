@@ -105,7 +105,12 @@ void VmmDriver::collect_layers() {
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const api::ForkRequest& request,
-                                                   const std::optional<IdempotencyClaim>& claim) {
+                                                   const std::optional<IdempotencyClaim>& claim,
+                                                   const std::vector<std::string>& child_ids) {
+    if (child_ids.size() != static_cast<std::size_t>(request.count)) {
+        return make_coded_error(api::code::kInternal, "a fork of {} children was given {} ids", request.count,
+                                child_ids.size());
+    }
     auto operation = begin(id);
     if (!operation) {
         return operation.error();
@@ -141,12 +146,13 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork(const std::string& id, const 
         return make_coded_error(api::code::kInvalidState, "sandbox {} is {}: a fork needs it running{}", id,
                                 to_string(parent->state), request.memory ? "" : " or stopped");
     }
-    return fork_locked(*parent, request, claim);
+    return fork_locked(*parent, request, claim, child_ids);
 }
 
 Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& parent,
                                                           const api::ForkRequest& request,
-                                                          const std::optional<IdempotencyClaim>& claim) {
+                                                          const std::optional<IdempotencyClaim>& claim,
+                                                          const std::vector<std::string>& child_ids) {
     const SandboxFiles pf = files(parent.id);
     const bool running = parent.state == SandboxState::Running;
     std::string saved_token;
@@ -186,13 +192,9 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
     // The children's rows and folders, each on its own overlay of the layer.
     std::vector<SandboxRecord> children;
     std::vector<Operation> operations;
-    for (int i = 0; i < request.count; ++i) {
-        auto child_id = new_sandbox_id();
-        if (!child_id) {
-            break;
-        }
-        auto op = begin(*child_id);
-        auto child = new_record(parent, *child_id);
+    for (const std::string& child_id : child_ids) {
+        auto op = begin(child_id);
+        auto child = new_record(parent, child_id);
         if (!op || !child) {
             break;
         }

@@ -219,15 +219,12 @@ Result<CreateOutcome> VmmDriver::create_from_snapshot(const CreateSpec& spec, co
     if (auto image = find_boot_image(config_.images_dir, snapshot.from); !image) {
         return image.error().context(fmt::format("the image '{}' of snapshot '{}'", snapshot.from, snapshot.name));
     }
-    auto id = new_sandbox_id();
-    if (!id) {
-        return id.error();
-    }
-    auto operation = begin(*id);
+    const std::string& id = spec.id;
+    auto operation = begin(id);
     if (!operation) {
         return operation.error();
     }
-    SandboxRecord s = sandbox_record(spec, *id, snapshot.name, clock_());
+    SandboxRecord s = sandbox_record(spec, id, snapshot.name, clock_());
     s.disk_gib = std::max(s.disk_gib, snapshot.disk_gib);  // never below the layer
     auto created = store_.create_sandbox(s, spec.claim);
     if (!created || created->replayed) {

@@ -198,7 +198,8 @@ TEST_CASE("a create from a named snapshot restores its memory only on the same m
         resized.shape.memory_mib = 512;
         CreateSpec no_memory = spec;
         no_memory.request.from = "disk-only";
-        for (const CreateSpec& s : {cold, resized, no_memory}) {
+        for (CreateSpec s : {cold, resized, no_memory}) {
+            s.id = new_sandbox_id().value();
             REQUIRE_FALSE(driver.create(s).has_value());
             lines = fx.new_lines(seen);
             REQUIRE(lines.size() == 1);
