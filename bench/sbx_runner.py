@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import types
 
 sys.dont_write_bytecode = True  # no __pycache__ in the (shared) source tree
@@ -288,12 +289,15 @@ class Bench:
             # Stopped just after the announcement: a systemd guest never exits by itself.
             stop_after_announce=0.1, timeout=a.op_timeout)
         copy = os.path.join(os.path.dirname(pristine), "qemu.ext4")
-        subprocess.run(["cp", "--sparse=always", pristine, copy], check=True)
         try:
+            subprocess.run(["cp", "--sparse=always", pristine, copy], check=True)
             with open(os.path.join(a.logdir, f"qemu.{run}.log"), "w") as out:
                 status, times = agent_run.run_one("qemu", ns, copy, out)
+        except Exception as e:  # a failed boot, counted like one; the sbx rows go on
+            status, times = f"{type(e).__name__}: {e}", {}
         finally:
-            os.unlink(copy)
+            if os.path.exists(copy):
+                os.unlink(copy)
         if status != 0 or "announce" not in times:
             self.qemu_failures += 1
             say(f"run {run} qemu FAILED: status {status}, events {sorted(times)}")
@@ -346,6 +350,9 @@ def main():
         bench.main(pristine)
     except OpFailed as e:
         say(f"setup FAILED: {e}")
+    except Exception:  # a bug here: still report what was measured
+        traceback.print_exc()
+        say("stopped early by the error above")
     finally:
         bench.rm_all()
         shutil.rmtree(tmp, ignore_errors=True)
