@@ -1,7 +1,8 @@
 # Helpers for the sbxd guest test's parts (sourced by session.sh on level
 # 1): checks, starting sbxd, calling its API over the Unix socket with curl,
 # and reaching a sandbox's agent with sbx-agentctl.
-# Needs: $sbxd $vmm $ctl $sbx $state $sock $w $logdir set by the caller.
+# Needs: $sbxd $vmm $ctl $sbx $state $sock $w $logdir set by the caller
+# (session.sh, or bench/sbx_session.sh, which uses only the start code).
 # shellcheck shell=bash
 failures=0
 ok() { echo "ok: $*"; }
@@ -9,6 +10,15 @@ bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 600)'"; fi; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# sbxd_images KERNEL ROOTFS_TAR: an images/build-shaped cache in $w/images
+# with the kernel and the unpacked default image (bench/sbx_session.sh too).
+sbxd_images() {
+  mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
+  ln -s "$1" "$w/images/kernel/k/vmlinux"
+  tar -C "$w/images/rootfs/r" -xSf "$2" || { echo "FAIL: unpacking $2"; exit 1; }
+  touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
+}
 
 starts=0
 # start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh).

@@ -32,12 +32,7 @@ state=$w/state sock=$w/sbxd.sock
 sbxd_pid=
 trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; rm -rf "$w"' EXIT
 
-# An images/build cache with the kernel and the unpacked default image.
-mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
-ln -s "$kernel" "$w/images/kernel/k/vmlinux"
-tar -C "$w/images/rootfs/r" -xSf "$image_tar" || { echo "FAIL: unpacking $image_tar"; exit 1; }
-touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
-
+sbxd_images "$kernel" "$image_tar"
 start_sbxd
 echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
 for part in "${parts[@]}"; do
