@@ -65,8 +65,14 @@ if [ -n "$lm_a" ]; then
   start_sbxd --max-running 2 --max-starts-per-minute 1
   check "limits: a restarted sbxd starts with an empty window" "0 1" \
     "$(lm_limit startsLastMinute) $(lm_limit runningSandboxes)"
-  wait_until 900 "the warm template (no guest boots beside the fork)" \
-    sh -c "ls -d '$state'/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
+  # (a build the restart cut off is not started again until a create
+  # needs it: then no template boots at all)
+  # (a function, not sh -c: pgrep would find that shell's own command line)
+  lm_template_settled() {
+    ls -d "$state"/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q . ||
+      ! pgrep -f -- "--snapshot-dir $state/templates/" >/dev/null
+  }
+  wait_until 900 "the warm template, or no build of it (no guest boots beside the fork)" lm_template_settled
   t=$(now)
   lm_api POST "/v1/sandboxes/$lm_a/fork" '{"count":1}' limits-fork
   check "limits: a fork with an Idempotency-Key answers 201" "201 False" \
