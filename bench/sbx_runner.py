@@ -33,14 +33,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 LABEL = "bench=sbx"
 
-# The hosted service's figures, a fixed reference: /work/shared/seed/
+# The hosted service's figures, a fixed reference: shared/seed/
 # 000_f0ccb799ab406fd7.txt, line 283 ("Measured from our machine on
 # 2026-10-27 in eu-central, 10 runs per size: ... ready in a median 3.2
 # seconds, a resume with memory in 1.35 seconds, and a fork in 3.35
 # seconds. The first command then took about 0.2 seconds. Every figure
 # includes CLI and network time."). Its fork copies the disk only (same
 # file, lines 47 and 59), so it stands beside our --disk-only fork.
-SEED_SOURCE = "/work/shared/seed/000_f0ccb799ab406fd7.txt, line 283 (fork: lines 47, 59)"
+SEED_SOURCE = "shared/seed/000_f0ccb799ab406fd7.txt (the product's seed document), line 283 (fork: lines 47, 59)"
 SEED = {"new": 3.2, "first_exec": 0.2, "resume": 1.35, "fork_disk": 3.35}
 
 # (key, table label); the order of the table and of the JSON.
