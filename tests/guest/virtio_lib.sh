@@ -53,7 +53,9 @@ virtio_run() {
   local vmm_args=(--vmm "$vmm")
   [ "$vmm" = sbx ] && vmm_args+=(--sbx-vmm "$build/host-tools/sbx-vmm/sbx-vmm")
   # /usr/bin/python3 directly: a pyenv shim costs seconds under the harness.
-  run_nested "$work/out" --timeout 900 -- /usr/bin/python3 "$src/tests/guest/vmrun.py" \
+  # A guest that triple-faults leaves its memory in $work (run_nested, fail).
+  run_nested "$work/out" --timeout 900 -- /usr/bin/env SBX_VMM_CRASH_DUMP_DIR="$work" \
+    /usr/bin/python3 "$src/tests/guest/vmrun.py" \
     "${vmm_args[@]}" --kernel "$kernel" --initrd "$initrd" --tools "$tools" --timeout 700 "$@"
 }
 
