@@ -45,10 +45,16 @@ struct CreateRequest {
 
 struct StopRequest {
     bool memory = true;
+    // Set by sbxd's lifecycle timers (daemon/lifecycle.hpp), never by a
+    // body: an idle pause ends paused, not stopped; the reason goes into
+    // the state events (auto_stop, idle).
+    bool idle_pause = false;
+    std::string reason{};
 };
 
 struct ResumeRequest {
     std::optional<std::string> size;  // a new size: a cold boot
+    std::string reason{};             // set by sbxd: "wake" for a request that woke a paused sandbox
 };
 
 struct ForkRequest {
