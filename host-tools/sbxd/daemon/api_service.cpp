@@ -282,13 +282,20 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!created) {
         return Response::error(created.error(), request.request_id);
     }
+    SandboxRecord sandbox = created->sandbox;
     if (!created->replayed) {
         commit(decision);
-        reschedule();
+        // The deadline counts from ready, not from the request: a cold boot
+        // can take longer than a short ttl.
+        auto started = restart_auto_stop(sandbox);
+        if (!started) {
+            return Response::error(started.error(), request.request_id);
+        }
+        sandbox = *started;
     }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
-    nlohmann::json body = {{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
+    nlohmann::json body = {{"sandbox", sandbox_json(sandbox, info_.host_name)},
                            {"replayed", created->replayed},
                            {"warnings", warnings}};
     if (created->memory_restored) {
@@ -415,7 +422,7 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
         return Response::error(resumed.error(), request.request_id);
     }
     commit(decision);
-    auto renewed = renew_after_resume(resumed->sandbox);
+    auto renewed = restart_auto_stop(resumed->sandbox);
     if (!renewed) {
         return Response::error(renewed.error(), request.request_id);
     }
@@ -478,8 +485,12 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
         return Response::error(children.error(), request.request_id);
     }
     commit(decision);
-    reschedule();
-    return reply(*children, false);
+    std::vector<SandboxRecord> started;
+    for (const auto& child : *children) {
+        auto restarted = restart_auto_stop(child);
+        started.push_back(restarted ? *restarted : child);
+    }
+    return reply(started, false);
 }
 
 Response ApiService::snapshot_sandbox(const Request& request, const PathParams& params) const {

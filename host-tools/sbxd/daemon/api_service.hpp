@@ -84,8 +84,9 @@ private:
     // (product.md §2, wake on request): admitted as any start; nothing for
     // a sandbox in another state.
     [[nodiscard]] Result<void> wake(const std::string& id) const;
-    // A user's resume starts the auto-stop again at its length.
-    [[nodiscard]] Result<SandboxRecord> renew_after_resume(const SandboxRecord& sandbox) const;
+    // A start (create, fork, a user's resume; not a wake) starts the
+    // auto-stop again at its length: product.md §2, "1 h after start".
+    [[nodiscard]] Result<SandboxRecord> restart_auto_stop(const SandboxRecord& sandbox) const;
     void reschedule() const;
 
     // What the store shows running, for admission (admission.hpp).

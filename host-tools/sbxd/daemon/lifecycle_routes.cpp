@@ -78,7 +78,7 @@ Response ApiService::idle_sandbox(const Request& request, const PathParams& para
     return Response::ok({{"sandbox", sandbox_json(*changed, info_.host_name)}}, request.request_id);
 }
 
-Result<SandboxRecord> ApiService::renew_after_resume(const SandboxRecord& sandbox) const {
+Result<SandboxRecord> ApiService::restart_auto_stop(const SandboxRecord& sandbox) const {
     if (sandbox.ttl_seconds && sandbox.state == SandboxState::Running) {
         const UnixMillis now = clock_();
         if (auto set = store_.set_auto_stop(sandbox.id, AutoStop{now + *sandbox.ttl_seconds * 1000, sandbox.ttl_seconds},

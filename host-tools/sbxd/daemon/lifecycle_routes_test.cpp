@@ -24,7 +24,20 @@ constexpr UnixMillis kT0 = 1'700'000'000'000;
 struct StateDriver final : SandboxDriver {
     Store* store = nullptr;
     std::vector<std::string> resume_reasons;
-    Result<CreateOutcome> create(const CreateSpec&) override { return make_coded_error("internal", "unused"); }
+    // As sandbox_record() does: the deadline from the request's time.
+    Result<CreateOutcome> create(const CreateSpec& spec) override {
+        SandboxRecord s;
+        s.id = "sbx_new";
+        s.name = s.id;
+        s.state = SandboxState::Running;
+        s.from = "default";
+        s.size = spec.shape.size;
+        s.created_at = kT0;
+        s.last_activity_at = kT0;
+        s.ttl_seconds = spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds);
+        s.auto_stop_at = kT0 + *s.ttl_seconds * 1000;
+        return store->create_sandbox(s, spec.claim);
+    }
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override {
         return make_coded_error("internal", "unused");
     }
@@ -167,7 +180,11 @@ TEST_CASE("POST ttl refuses what the API refuses, with its codes") {
 
     Fixture test_scaled(1);  // sbxd --min-ttl-seconds 1
     CHECK(test_scaled.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":30})").status == 200);
-    CHECK(test_scaled.call("POST", "/v1/sandboxes", R"({"ttl":"20s"})").status != 400);
+    test_scaled.now = kT0 + 50'000;  // a cold boot longer than the ttl
+    auto created = test_scaled.call("POST", "/v1/sandboxes", R"({"ttl":"20s"})");
+    REQUIRE(created.status == 201);
+    CHECK(test_scaled.sandbox("sbx_new").auto_stop_at == kT0 + 70'000);  // 20 s from ready
+    CHECK(body_of(created)["sandbox"]["autoStopAt"] == "2023-11-14T22:14:30.000Z");
 }
 
 TEST_CASE("a key scoped to another sandbox cannot change its lifecycle") {
