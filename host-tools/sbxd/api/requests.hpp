@@ -95,7 +95,8 @@ struct ListQuery {
 [[nodiscard]] Result<ForkRequest> parse_fork(std::string_view body);
 [[nodiscard]] Result<SnapshotRequest> parse_snapshot(std::string_view body);
 // {"ttl": seconds} or {"noAutoStop": true}; {} renews with the sandbox's own length.
-[[nodiscard]] Result<TtlRequest> parse_ttl(std::string_view body, std::int64_t min_ttl_seconds = kMinTtlSeconds);
+[[nodiscard]] Result<TtlRequest> parse_ttl(std::string_view body,
+                                           std::int64_t min_ttl_seconds = kMinTtlSeconds);
 // {"idleMinutes": N}; 0 or null turns it off. The field is required.
 [[nodiscard]] Result<IdleRequest> parse_idle(std::string_view body);
 // Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)

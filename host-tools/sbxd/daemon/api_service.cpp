@@ -92,7 +92,8 @@ ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clo
                           info_.limits.memory_budget_mib},
           [this] { return usage(); }, clock_),
       lifecycle_(lifecycle),
-      guest_(store, driver, clock_, GuestAccess{[this](const std::string& id) { return wake(id); }, lifecycle}) {
+      guest_(store, driver, clock_,
+             GuestAccess{[this](const std::string& id) { return wake(id); }, lifecycle}) {
     add_routes();
 }
 

@@ -39,7 +39,8 @@ int history_exit_code(std::optional<int> code, std::optional<int> signal) {
     return 128 + signal.value_or(0);
 }
 
-GuestRoutes::GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock, GuestAccess access)
+GuestRoutes::GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock,
+                         GuestAccess access)
     : store_(store), driver_(driver), clock_(std::move(clock)), access_(std::move(access)) {}
 
 Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::string& sandbox_id) const {

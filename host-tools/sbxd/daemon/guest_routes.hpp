@@ -47,7 +47,8 @@ struct GuestAccess {
 
 class GuestRoutes {
 public:
-    GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock, GuestAccess access = {});
+    GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock,
+                GuestAccess access = {});
 
     void add_routes(const RouteAdder& add);
 

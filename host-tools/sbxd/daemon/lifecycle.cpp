@@ -14,17 +14,20 @@ std::string_view to_string(LifecycleAction action) {
     return action == LifecycleAction::AutoStop ? "auto_stop" : "idle";
 }
 
-std::vector<Deadline> deadlines_of(const SandboxRecord& s, std::chrono::milliseconds idle_minute, bool leased) {
+std::vector<Deadline> deadlines_of(const SandboxRecord& s, std::chrono::milliseconds idle_minute,
+                                   bool leased) {
     std::vector<Deadline> out;
     const bool running = s.state == SandboxState::Running;
     if (s.auto_stop_at && (running || s.state == SandboxState::Paused)) {
         out.push_back({s.id, LifecycleAction::AutoStop, *s.auto_stop_at});
     }
     if (running && s.idle_minutes && *s.idle_minutes > 0 && !leased) {
-        out.push_back({s.id, LifecycleAction::IdlePause, s.last_activity_at + *s.idle_minutes * idle_minute.count()});
+        out.push_back(
+            {s.id, LifecycleAction::IdlePause, s.last_activity_at + *s.idle_minutes * idle_minute.count()});
     }
     // On a tie the auto-stop goes first; the idle pause then finds it stopped.
-    std::stable_sort(out.begin(), out.end(), [](const Deadline& a, const Deadline& b) { return a.at < b.at; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Deadline& a, const Deadline& b) { return a.at < b.at; });
     return out;
 }
 
@@ -96,7 +99,8 @@ Result<std::vector<Deadline>> LifecycleScheduler::deadlines() const {
         }
         out.insert(out.end(), mine.begin(), mine.end());
     }
-    std::stable_sort(out.begin(), out.end(), [](const Deadline& a, const Deadline& b) { return a.at < b.at; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Deadline& a, const Deadline& b) { return a.at < b.at; });
     return out;
 }
 
@@ -140,7 +144,8 @@ std::vector<Deadline> LifecycleScheduler::run_due_locked() {
             // Another operation holds the sandbox, or the stop failed: not
             // again at once.
             retry_at_[due.sandbox_id] = clock_() + config_.retry_after.count();
-            log::warn("sandbox {}: {}: {}", due.sandbox_id, to_string(due.action), stopped.error().to_string());
+            log::warn("sandbox {}: {}: {}", due.sandbox_id, to_string(due.action),
+                      stopped.error().to_string());
         }
         done.push_back(due);
     }
@@ -173,7 +178,8 @@ void LifecycleScheduler::reschedule() {
 void LifecycleScheduler::arm(std::optional<UnixMillis> at) {
     auto wait = config_.max_sleep;
     if (at) {
-        wait = std::clamp(std::chrono::milliseconds(*at - clock_()), std::chrono::milliseconds(0), config_.max_sleep);
+        wait = std::clamp(std::chrono::milliseconds(*at - clock_()), std::chrono::milliseconds(0),
+                          config_.max_sleep);
     }
     timer_->expires_after(wait);  // cancels the wait armed before
     timer_->async_wait([this](boost::system::error_code ec) {

@@ -54,8 +54,8 @@ struct LifecycleConfig {
 
 // The deadlines of one sandbox: the auto-stop while it runs or is paused,
 // the idle pause while it runs with no lease held; earliest first.
-[[nodiscard]] std::vector<Deadline> deadlines_of(const SandboxRecord& sandbox, std::chrono::milliseconds idle_minute,
-                                                 bool leased);
+[[nodiscard]] std::vector<Deadline> deadlines_of(const SandboxRecord& sandbox,
+                                                 std::chrono::milliseconds idle_minute, bool leased);
 
 class LifecycleScheduler {
 public:
@@ -77,7 +77,8 @@ public:
     public:
         Lease() = default;
         Lease(LifecycleScheduler* owner, std::string id) : owner_(owner), id_(std::move(id)) {}
-        Lease(Lease&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)), id_(std::move(other.id_)) {}
+        Lease(Lease&& other) noexcept
+            : owner_(std::exchange(other.owner_, nullptr)), id_(std::move(other.id_)) {}
         Lease& operator=(Lease&& other) noexcept;
         Lease(const Lease&) = delete;
         Lease& operator=(const Lease&) = delete;
@@ -122,8 +123,8 @@ private:
     mutable std::mutex leases_mutex_;
     std::map<std::string, int> leases_;
     std::map<std::string, UnixMillis> retry_at_;  // by sandbox, after a failed stop
-    std::mutex pass_mutex_;  // one pass at a time
-    std::mutex arm_mutex_;   // arms reach the io_context in the order their deadlines were read
+    std::mutex pass_mutex_;                       // one pass at a time
+    std::mutex arm_mutex_;  // arms reach the io_context in the order their deadlines were read
     boost::asio::io_context* io_ = nullptr;
     Post post_;
     std::unique_ptr<boost::asio::steady_timer> timer_;

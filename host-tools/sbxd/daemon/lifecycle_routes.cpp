@@ -33,8 +33,9 @@ Response ApiService::ttl_sandbox(const Request& request, const PathParams& param
         return Response::error(sandbox.error(), request.request_id);
     }
     if (sandbox->state == SandboxState::Deleting) {
-        return Response::error(make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
-                               request.request_id);
+        return Response::error(
+            make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
+            request.request_id);
     }
     const UnixMillis now = clock_();
     AutoStop next;
@@ -64,8 +65,9 @@ Response ApiService::idle_sandbox(const Request& request, const PathParams& para
         return Response::error(sandbox.error(), request.request_id);
     }
     if (sandbox->state == SandboxState::Deleting) {
-        return Response::error(make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
-                               request.request_id);
+        return Response::error(
+            make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
+            request.request_id);
     }
     if (auto set = store_.set_idle_minutes(sandbox->id, parsed->idle_minutes, clock_()); !set) {
         return Response::error(set.error(), request.request_id);
@@ -81,8 +83,8 @@ Response ApiService::idle_sandbox(const Request& request, const PathParams& para
 Result<SandboxRecord> ApiService::restart_auto_stop(const SandboxRecord& sandbox) const {
     if (sandbox.ttl_seconds && sandbox.state == SandboxState::Running) {
         const UnixMillis now = clock_();
-        if (auto set = store_.set_auto_stop(sandbox.id, AutoStop{now + *sandbox.ttl_seconds * 1000, sandbox.ttl_seconds},
-                                            now);
+        if (auto set = store_.set_auto_stop(
+                sandbox.id, AutoStop{now + *sandbox.ttl_seconds * 1000, sandbox.ttl_seconds}, now);
             !set) {
             return set.error();
         }

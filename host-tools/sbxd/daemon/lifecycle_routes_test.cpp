@@ -69,7 +69,9 @@ struct StateDriver final : SandboxDriver {
         }
         return AgentAddress{"/nonexistent/sbxd-test.vsock", "token"};
     }
-    Result<std::string> disk(const std::string&) override { return make_coded_error("invalid_state", "no disk"); }
+    Result<std::string> disk(const std::string&) override {
+        return make_coded_error("invalid_state", "no disk");
+    }
 };
 
 struct Fixture {
@@ -94,8 +96,8 @@ struct Fixture {
         info.min_ttl_seconds = min_ttl_seconds;
         auto clock = [this] { return now; };
         lifecycle = std::make_unique<LifecycleScheduler>(
-            *store, [](const std::string&, LifecycleAction) -> Result<void> { return ok(); }, LifecycleConfig{},
-            clock);
+            *store, [](const std::string&, LifecycleAction) -> Result<void> { return ok(); },
+            LifecycleConfig{}, clock);
         service = std::make_unique<ApiService>(*store, driver, info, clock, lifecycle.get());
         for (const auto& [id, state] : {std::pair{"sbx_run", SandboxState::Running},
                                         {"sbx_paused", SandboxState::Paused},
@@ -170,7 +172,8 @@ TEST_CASE("POST ttl refuses what the API refuses, with its codes") {
     CHECK(body_of(short_ttl)["code"] == "invalid_argument");
     CHECK(body_of(short_ttl)["ok"] == false);
     CHECK(body_of(short_ttl)["requestId"] == "req_test");
-    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":"1h"})"))["code"] == "invalid_argument");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":"1h"})"))["code"] ==
+          "invalid_argument");
     CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":600,"noAutoStop":true})"))["code"] ==
           "invalid_argument");
     CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_run/ttl", "[1]"))["code"] == "bad_request");
@@ -192,9 +195,10 @@ TEST_CASE("a key scoped to another sandbox cannot change its lifecycle") {
     auto key = make_api_key("scoped", std::string("sbx_paused"), kT0).value();
     REQUIRE(f.store->add_api_key(key.record).has_value());
     const http::Pairs auth = {{"Authorization", "Bearer " + key.secret}};
-    CHECK(f.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":600})", http::Transport::Tcp, auth).status == 403);
-    CHECK(f.call("POST", "/v1/sandboxes/sbx_run/idle", R"({"idleMinutes":5})", http::Transport::Tcp, auth).status ==
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_run/ttl", R"({"ttl":600})", http::Transport::Tcp, auth).status ==
           403);
+    CHECK(f.call("POST", "/v1/sandboxes/sbx_run/idle", R"({"idleMinutes":5})", http::Transport::Tcp, auth)
+              .status == 403);
     CHECK(f.call("POST", "/v1/sandboxes/sbx_paused/idle", R"({"idleMinutes":5})", http::Transport::Tcp, auth)
               .status == 200);
 }
@@ -212,13 +216,14 @@ TEST_CASE("POST idle sets the minutes from now, 0 or null turns it off, the fiel
     REQUIRE(f.call("POST", "/v1/sandboxes/sbx_run/idle", R"({"idleMinutes":5})").status == 200);
     REQUIRE(f.call("POST", "/v1/sandboxes/sbx_run/idle", R"({"idleMinutes":null})").status == 200);
     CHECK_FALSE(f.sandbox("sbx_run").idle_minutes);
-    for (const char* bad : {"", "{}", R"({"idleMinutes":-1})", R"({"idleMinutes":43201})", R"({"idleMinutes":"5"})",
-                            R"({"minutes":5})"}) {
+    for (const char* bad : {"", "{}", R"({"idleMinutes":-1})", R"({"idleMinutes":43201})",
+                            R"({"idleMinutes":"5"})", R"({"minutes":5})"}) {
         auto refused = f.call("POST", "/v1/sandboxes/sbx_run/idle", bad);
         CHECK(refused.status == 400);
         CHECK(body_of(refused)["code"] == "invalid_argument");
     }
-    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_none/idle", R"({"idleMinutes":5})"))["code"] == "not_found");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_none/idle", R"({"idleMinutes":5})"))["code"] ==
+          "not_found");
 }
 
 TEST_CASE("a guest request wakes a paused sandbox; a stopped one stays stopped") {

@@ -31,7 +31,8 @@ std::unique_ptr<Store> open_store(const std::string& path) {
     return std::move(*store);
 }
 
-SandboxRecord running(const std::string& id, std::optional<std::int64_t> ttl_seconds, std::optional<int> idle) {
+SandboxRecord running(const std::string& id, std::optional<std::int64_t> ttl_seconds,
+                      std::optional<int> idle) {
     SandboxRecord s;
     s.id = id;
     s.name = id;
@@ -57,7 +58,8 @@ struct Fixture {
     UnixMillis now = kT0;
     std::vector<std::pair<std::string, LifecycleAction>> stops;
     bool fail_stops = false;
-    LifecycleScheduler scheduler{*store, [this](const std::string& id, LifecycleAction a) { return stop(id, a); },
+    LifecycleScheduler scheduler{*store,
+                                 [this](const std::string& id, LifecycleAction a) { return stop(id, a); },
                                  LifecycleConfig{}, [this] { return now; }};
 
     Result<void> stop(const std::string& id, LifecycleAction action) {
@@ -72,8 +74,8 @@ struct Fixture {
             REQUIRE(store->change_state(id, {SandboxState::Stopping, now, std::nullopt, reason}).has_value());
         }
         const bool pause = action == LifecycleAction::IdlePause && s->state != SandboxState::Paused;
-        auto changed = store->change_state(id, {pause ? SandboxState::Paused : SandboxState::Stopped, now,
-                                                std::nullopt, reason});
+        auto changed = store->change_state(
+            id, {pause ? SandboxState::Paused : SandboxState::Stopped, now, std::nullopt, reason});
         if (!changed) {
             return changed.error();
         }
@@ -94,8 +96,10 @@ TEST_CASE("the deadlines of one sandbox, by state") {
     CHECK(deadlines_of(s, 2s, false)[0].at == kT0 + 10'000);  // --idle-minute-seconds 2
     CHECK(deadlines_of(s, 60s, true).size() == 1);            // leased: never idle
     s.state = SandboxState::Paused;
-    CHECK(deadlines_of(s, 60s, false) == std::vector<Deadline>{{"sbx_a", LifecycleAction::AutoStop, kT0 + 3'600'000}});
-    for (auto state : {SandboxState::Stopped, SandboxState::Crashed, SandboxState::Creating, SandboxState::Stopping}) {
+    CHECK(deadlines_of(s, 60s, false) ==
+          std::vector<Deadline>{{"sbx_a", LifecycleAction::AutoStop, kT0 + 3'600'000}});
+    for (auto state :
+         {SandboxState::Stopped, SandboxState::Crashed, SandboxState::Creating, SandboxState::Stopping}) {
         s.state = state;
         CHECK(deadlines_of(s, 60s, false).empty());
     }
@@ -148,7 +152,8 @@ TEST_CASE("the idle pause fires after its minutes without activity; activity mov
     REQUIRE(done.size() == 1);
     CHECK(done[0].action == LifecycleAction::IdlePause);
     CHECK(f.state("sbx_a") == SandboxState::Paused);
-    CHECK(f.store->list_events(0, 100)->back().data == R"({"from":"stopping","reason":"idle","to":"paused"})");
+    CHECK(f.store->list_events(0, 100)->back().data ==
+          R"({"from":"stopping","reason":"idle","to":"paused"})");
     f.now += 10 * kMinute;
     CHECK(f.scheduler.run_due().empty());  // paused: not paused again
 }

@@ -413,8 +413,9 @@ Result<void> Store::set_auto_stop(const std::string& id, const AutoStop& auto_st
     if (db_.changes() == 0) {
         return not_found("sandbox", id);
     }
-    nlohmann::json event = {{"autoStopAt", auto_stop.deadline ? nlohmann::json(*auto_stop.deadline) : nullptr},
-                            {"ttlSeconds", auto_stop.ttl_seconds ? nlohmann::json(*auto_stop.ttl_seconds) : nullptr}};
+    nlohmann::json event = {
+        {"autoStopAt", auto_stop.deadline ? nlohmann::json(*auto_stop.deadline) : nullptr},
+        {"ttlSeconds", auto_stop.ttl_seconds ? nlohmann::json(*auto_stop.ttl_seconds) : nullptr}};
     if (auto r = add_event_locked(id, "auto_stop", event.dump(), now); !r) {
         return r.error();
     }
@@ -443,7 +444,10 @@ Result<void> Store::set_idle_minutes(const std::string& id, std::optional<int> m
     if (db_.changes() == 0) {
         return not_found("sandbox", id);
     }
-    if (auto r = add_event_locked(id, "idle", nlohmann::json{{"idleMinutes", value ? nlohmann::json(*value) : nullptr}}.dump(), now); !r) {
+    if (auto r = add_event_locked(
+            id, "idle", nlohmann::json{{"idleMinutes", value ? nlohmann::json(*value) : nullptr}}.dump(),
+            now);
+        !r) {
         return r.error();
     }
     return tx->commit();

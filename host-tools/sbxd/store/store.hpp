@@ -98,8 +98,10 @@ public:
     [[nodiscard]] Result<void> touch(const std::string& id, UnixMillis now);
     // Each records an event ("auto_stop", "idle"); a new idle setting also
     // counts as activity.
-    [[nodiscard]] Result<void> set_auto_stop(const std::string& id, const AutoStop& auto_stop, UnixMillis now);
-    [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes, UnixMillis now);
+    [[nodiscard]] Result<void> set_auto_stop(const std::string& id, const AutoStop& auto_stop,
+                                             UnixMillis now);
+    [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes,
+                                                UnixMillis now);
     // A resume with another size (a cold boot): the new size name, vCPUs and memory.
     [[nodiscard]] Result<void> set_shape(const std::string& id, const std::string& size, int cpus,
                                          int memory_mib);

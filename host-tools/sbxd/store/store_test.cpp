@@ -69,17 +69,19 @@ TEST_CASE("a version 3 file migrates: the auto-stop's length comes from its dead
     TempDir dir;
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
-    std::string v3 = "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) "
-                     "STRICT; INSERT INTO schema_migrations VALUES (1, 0), (2, 0), (3, 0);";
+    std::string v3 =
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT;"
+        "INSERT INTO schema_migrations VALUES (1, 0), (2, 0), (3, 0);";
     for (std::size_t i = 0; i < 3; ++i) {
         v3 += std::string(schema_migrations()[i]);
     }
-    v3 += "INSERT INTO sandboxes (id, name, state, source, size, cpus, memory_mib, disk_gib, labels, env, no_env, "
-          "created_at, started_at, last_activity_at, auto_stop_at, idle_minutes) VALUES "
-          "('sbx_ttl', 'sbx_ttl', 'running', 'default', 'small', 2, 4096, 8, '{}', '{}', 0, 1000, 11000, 11000, "
-          "7211000, 5), "
-          "('sbx_off', 'sbx_off', 'stopped', 'default', 'small', 2, 4096, 8, '{}', '{}', 0, 1000, NULL, 1000, "
-          "NULL, NULL);";
+    v3 +=
+        "INSERT INTO sandboxes (id, name, state, source, size, cpus, memory_mib, disk_gib, labels, env,"
+        " no_env, created_at, started_at, last_activity_at, auto_stop_at, idle_minutes) VALUES"
+        " ('sbx_ttl', 'sbx_ttl', 'running', 'default', 'small', 2, 4096, 8, '{}', '{}', 0,"
+        "  1000, 11000, 11000, 7211000, 5),"
+        " ('sbx_off', 'sbx_off', 'stopped', 'default', 'small', 2, 4096, 8, '{}', '{}', 0,"
+        "  1000, NULL, 1000, NULL, NULL);";
     REQUIRE(sqlite3_exec(raw, v3.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto store = open_store(dir.db());

@@ -321,7 +321,8 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
         if (!request.memory) {
             ::unlink(f.memory().c_str());
         }
-        return store_.change_state(id, StateChange{SandboxState::Stopped, clock_(), std::nullopt, request.reason});
+        return store_.change_state(
+            id, StateChange{SandboxState::Stopped, clock_(), std::nullopt, request.reason});
     }
     auto stopping =
         store_.change_state(id, StateChange{SandboxState::Stopping, clock_(), std::nullopt, request.reason});
@@ -367,7 +368,8 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     end_vmm(f, vmm, true);
     // An idle pause is a stop with memory that the next request undoes
     // (product.md §2, `sbx idle`).
-    const SandboxState end = request.idle_pause && request.memory ? SandboxState::Paused : SandboxState::Stopped;
+    const SandboxState end =
+        request.idle_pause && request.memory ? SandboxState::Paused : SandboxState::Stopped;
     return store_.change_state(id, StateChange{end, clock_(), std::nullopt, request.reason});
 }
 
