@@ -102,6 +102,13 @@ Result<void> ApiService::wake(const std::string& id) const {
     if (sandbox->state != SandboxState::Paused) {
         return ok();  // woken meanwhile, or never paused: the driver says what it is
     }
+    // Past its auto-stop it is as good as stopped, which a request never wakes.
+    if (sandbox->auto_stop_at && *sandbox->auto_stop_at <= clock_()) {
+        return make_coded_error(api::code::kInvalidState,
+                                "sandbox {} is paused past its auto-stop deadline; resume it "
+                                "(POST /v1/sandboxes/{}/resume)",
+                                id, id);
+    }
     std::optional<Admission::Decision> decision = admission_.admit(Demand{1, 1, sandbox->memory_mib, 0, 0});
     if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
         return no->error;

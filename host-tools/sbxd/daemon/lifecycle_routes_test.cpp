@@ -240,6 +240,16 @@ TEST_CASE("a guest request wakes a paused sandbox; a stopped one stays stopped")
         return e.data == R"({"from":"paused","reason":"wake","to":"creating"})";
     }));
 
+    // Paused past its auto-stop (the timer not there yet): as good as stopped.
+    REQUIRE(f.store->change_state("sbx_paused", {SandboxState::Stopping, f.now, std::nullopt}).has_value());
+    REQUIRE(f.store->change_state("sbx_paused", {SandboxState::Paused, f.now, std::nullopt}).has_value());
+    f.now = kT0 + 600'000;
+    auto late = f.call("POST", "/v1/sandboxes/sbx_paused/exec", exec);
+    CHECK(late.status == 409);
+    CHECK(body_of(late)["code"] == "invalid_state");
+    CHECK(f.driver.resume_reasons.size() == 1);
+    CHECK(f.sandbox("sbx_paused").state == SandboxState::Paused);
+
     auto stopped = f.call("POST", "/v1/sandboxes/sbx_stopped/exec", exec);
     CHECK(stopped.status == 409);
     CHECK(body_of(stopped)["code"] == "invalid_state");
