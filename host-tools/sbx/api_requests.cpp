@@ -100,6 +100,28 @@ Result<std::uint64_t> parse_disk_gib(std::string_view text) {
     return parse_scaled(text, "--disk", {{"g", 1}, {"gib", 1}}, 1);
 }
 
+Result<Json> ttl_body(std::string_view value) {
+    if (value == "off") {
+        return Json{{"noAutoStop", true}};
+    }
+    auto seconds = parse_scaled(value, "ttl", {{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86'400}}, 1);
+    if (!seconds) {
+        return seconds.error();
+    }
+    return Json{{"ttl", *seconds}};  // sbxd checks the range
+}
+
+Result<Json> idle_body(std::string_view value) {
+    if (value == "off") {
+        return Json{{"idleMinutes", 0}};
+    }
+    auto minutes = parse_scaled(value, "idle", {}, 1);
+    if (!minutes) {
+        return minutes.error();
+    }
+    return Json{{"idleMinutes", *minutes}};
+}
+
 Result<Json> create_body(const CreateOptions& options,
                          const std::function<std::optional<std::string>(const std::string&)>& env_lookup) {
     Json body = Json::object();

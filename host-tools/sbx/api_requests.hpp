@@ -53,6 +53,12 @@ struct CreateOptions {
     const CreateOptions& options,
     const std::function<std::optional<std::string>(const std::string&)>& env_lookup);
 
+// `sbx ttl ID SECONDS|off` -> the ttl body (docs/api.md, POST …/ttl): a
+// bare number of seconds, or 90s, 30m, 2h, 7d; "off" is noAutoStop.
+[[nodiscard]] Result<Json> ttl_body(std::string_view value);
+// `sbx idle ID MINUTES|off` -> the idle body (POST …/idle); "off" is 0.
+[[nodiscard]] Result<Json> idle_body(std::string_view value);
+
 // `sbx exec` flags -> the exec body (/work/helpers/exec-api.md).
 struct ExecOptions {
     std::vector<std::string> command;

@@ -54,6 +54,9 @@ int run_ls(const Context& ctx, const std::vector<std::string>& labels,
 int run_info(const Context& ctx, const std::string& id);
 int run_stop(const Context& ctx, const std::string& id, bool disk_only);
 int run_resume(const Context& ctx, const std::string& id, const std::string& size);
+// `value`: seconds or a duration, or "off" / minutes, or "off".
+int run_ttl(const Context& ctx, const std::string& id, const std::string& value);
+int run_idle(const Context& ctx, const std::string& id, const std::string& value);
 int run_fork(const Context& ctx, const std::string& id, unsigned count, bool disk_only,
              const std::string& idempotency_key);
 int run_rm(const Context& ctx, const std::vector<std::string>& ids, const std::vector<std::string>& labels,

@@ -1,4 +1,4 @@
-// new, ls, info, stop, resume, fork, rm, history, events, snapshot.
+// new, ls, info, stop, resume, ttl, idle, fork, rm, history, events, snapshot.
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -183,6 +183,48 @@ int run_resume(const Context& ctx, const std::string& id, const std::string& siz
     } else {
         std::string how = restored ? "memory restored" : "cold boot (" + cell(b, "resumeReason") + ")";
         ctx.out.text(fmt::format("{}  {}  {}  ready in {}\n", id, cell(sandbox, "state"), how, seconds(ms)));
+    }
+    return kExitOk;
+}
+
+int run_ttl(const Context& ctx, const std::string& id, const std::string& value) {
+    auto body = ttl_body(value);
+    if (!body) {
+        return ctx.out.fail(body.error());
+    }
+    Outcome reply = call(ctx, post(sandbox_target(id, "ttl"), *body));
+    if (!reply.ok()) {
+        return ctx.out.fail(reply.failure());
+    }
+    const Json sandbox = reply.body().value("sandbox", Json::object());
+    const Json at = sandbox.value("autoStopAt", Json());
+    if (ctx.out.json()) {
+        ctx.out.event({{"type", "ttl"}, {"id", id}, {"autoStopAt", at}, {"sandbox", sandbox}});
+    } else if (at.is_string()) {
+        ctx.out.text(fmt::format("{}  auto-stop at {}\n", id, at.get<std::string>()));
+    } else {
+        ctx.out.text(fmt::format("{}  no auto-stop\n", id));
+    }
+    return kExitOk;
+}
+
+int run_idle(const Context& ctx, const std::string& id, const std::string& value) {
+    auto body = idle_body(value);
+    if (!body) {
+        return ctx.out.fail(body.error());
+    }
+    Outcome reply = call(ctx, post(sandbox_target(id, "idle"), *body));
+    if (!reply.ok()) {
+        return ctx.out.fail(reply.failure());
+    }
+    const Json sandbox = reply.body().value("sandbox", Json::object());
+    const Json minutes = sandbox.value("idleMinutes", Json());
+    if (ctx.out.json()) {
+        ctx.out.event({{"type", "idle"}, {"id", id}, {"idleMinutes", minutes}, {"sandbox", sandbox}});
+    } else if (minutes.is_number()) {
+        ctx.out.text(fmt::format("{}  idle pause after {} min\n", id, minutes.dump()));
+    } else {
+        ctx.out.text(fmt::format("{}  no idle pause\n", id));
     }
     return kExitOk;
 }

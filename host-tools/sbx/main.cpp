@@ -1,6 +1,6 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
-//   sbx new | ls | info | exec | scp | stop | resume | fork | snapshot | rm | history | events
+//   sbx new | ls | info | exec | scp | stop | resume | ttl | idle | fork | snapshot | rm | history | events
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -39,6 +39,7 @@ struct Flags {
     unsigned count = 1;
     std::uint64_t after = 0;
     std::string from, to;
+    std::string value;  // ttl's SECONDS|off, idle's MINUTES|off
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -123,6 +124,18 @@ int main(int argc, char** argv) {
     resume->add_option("id", f.id, "sandbox id")->required();
     resume->add_option("--type", f.size, "a new size (a cold boot)")->type_name("SIZE");
 
+    auto* ttl = app.add_subcommand("ttl", "a new auto-stop from now: sbx ttl ID SECONDS|DUR|off");
+    ttl->add_option("id", f.id, "sandbox id")->required();
+    ttl->add_option("seconds", f.value, "seconds, or 90s, 30m, 2h, 7d; off: no auto-stop")
+        ->required()
+        ->type_name("SECONDS|off");
+
+    auto* idle = app.add_subcommand("idle", "the idle pause: sbx idle ID MINUTES|off");
+    idle->add_option("id", f.id, "sandbox id")->required();
+    idle->add_option("minutes", f.value, "stop with memory after this many idle minutes; off (or 0): never")
+        ->required()
+        ->type_name("MINUTES|off");
+
     auto* fork = app.add_subcommand("fork", "new sandboxes from a running one");
     fork->add_option("id", f.id, "sandbox id")->required();
     fork->add_option("--count", f.count, "how many (1-16)")->type_name("N");
@@ -198,6 +211,10 @@ int main(int argc, char** argv) {
         return run_stop(ctx, f.id, f.disk_only);
     if (*resume)
         return run_resume(ctx, f.id, f.size);
+    if (*ttl)
+        return run_ttl(ctx, f.id, f.value);
+    if (*idle)
+        return run_idle(ctx, f.id, f.value);
     if (*fork)
         return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
     if (*snapshot_ls)

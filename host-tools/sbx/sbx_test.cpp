@@ -127,6 +127,22 @@ TEST_CASE("sizes and durations") {
     CHECK(!parse_timeout_ms("18446744073709551615h"));
 }
 
+TEST_CASE("ttl and idle: the value becomes the body") {
+    CHECK(ttl_body("3600").value() == Json{{"ttl", 3600}});
+    CHECK(ttl_body("2h").value() == Json{{"ttl", 7200}});
+    CHECK(ttl_body("7d").value() == Json{{"ttl", 604'800}});
+    CHECK(ttl_body("90s").value() == Json{{"ttl", 90}});
+    CHECK(ttl_body("off").value() == Json{{"noAutoStop", true}});
+    CHECK(ttl_body("-5").error().code == "usage");
+    CHECK(ttl_body("soon").error().code == "usage");
+    CHECK(ttl_body("5y").error().code == "usage");
+    CHECK(idle_body("15").value() == Json{{"idleMinutes", 15}});
+    CHECK(idle_body("0").value() == Json{{"idleMinutes", 0}});
+    CHECK(idle_body("off").value() == Json{{"idleMinutes", 0}});
+    CHECK(idle_body("15m").error().code == "usage");
+    CHECK(idle_body("").error().code == "usage");
+}
+
 TEST_CASE("exec: flags become the exec body") {
     ExecOptions options;
     CHECK(!exec_body(options, fake_env));

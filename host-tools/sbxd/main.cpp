@@ -57,6 +57,9 @@ struct Options {
     int memory_budget_mib = 0;             // 0: the host's memory less 512 MiB
     std::vector<std::string> default_env;  // K=V
     std::string cpu_signature_override;    // test-only: pretend to be another CPU
+    // Test-only: lifecycle time scaled down for guest tests (docs/sbxd.md).
+    std::int64_t min_ttl_seconds = api::kMinTtlSeconds;
+    unsigned idle_minute_seconds = 60;
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -209,6 +212,7 @@ int serve(Store& store, const Options& options) {
     DaemonInfo info{host_name(), kVersion, images_dir, api::detect_host_limits()};
     info.limits.max_sandboxes = options.max_running;
     info.limits.max_starts_per_minute = options.max_starts_per_minute;
+    info.min_ttl_seconds = options.min_ttl_seconds;
     if (options.memory_budget_mib > 0) {
         info.limits.memory_budget_mib = options.memory_budget_mib;
     }
@@ -251,7 +255,27 @@ int serve(Store& store, const Options& options) {
     log::info("sbx-vmm {}, images {}; {} running VMM(s) adopted", config.vmm_program, config.images_dir,
               *adopted);
     driver.watch_vmms();
-    ApiService service(store, driver, info);
+    // The lifecycle timers stop through the driver, as POST .../stop does.
+    LifecycleConfig lifecycle_config;
+    lifecycle_config.idle_minute = std::chrono::seconds(options.idle_minute_seconds);
+    LifecycleScheduler lifecycle(
+        store,
+        [&driver](const std::string& id, LifecycleAction action) -> Result<void> {
+            api::StopRequest stop;
+            stop.idle_pause = action == LifecycleAction::IdlePause;
+            stop.reason = std::string(to_string(action));
+            auto stopped = driver.stop(id, stop);
+            if (!stopped) {
+                return stopped.error();
+            }
+            return ok();
+        },
+        lifecycle_config, system_now);
+    if (options.min_ttl_seconds != api::kMinTtlSeconds || options.idle_minute_seconds != 60) {
+        log::warn("test-only lifecycle times: ttl from {} s, an idle minute is {} s", options.min_ttl_seconds,
+                  options.idle_minute_seconds);
+    }
+    ApiService service(store, driver, info, system_now, &lifecycle);
     http::Server server(
         io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
         http::ServerLimits{}, [&service](const http::Request& request) { return service.streams_body(request); });
@@ -293,6 +317,8 @@ int serve(Store& store, const Options& options) {
     asio::steady_timer prune_timer(io);
     asio::post(workers, [&store] { (void)store.prune(system_now()); });
     schedule_prune(prune_timer, workers, store);
+    // Deadlines that passed while sbxd was down are met at once.
+    lifecycle.start(io, [&workers](std::function<void()> work) { asio::post(workers, std::move(work)); });
 
     io.run();
     server.close();
@@ -338,6 +364,12 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     app.add_option("--cpu-signature-override", options.cpu_signature_override,
                    "test-only: use this as the host CPU's signature, so saved memory reports cpu_mismatch");
+    app.add_option("--min-ttl-seconds", options.min_ttl_seconds,
+                   "test-only: the shortest ttl a request may ask for (default 60)")
+        ->check(CLI::Range(std::int64_t{1}, api::kMaxTtlSeconds));
+    app.add_option("--idle-minute-seconds", options.idle_minute_seconds,
+                   "test-only: how many seconds one idle minute lasts (default 60)")
+        ->check(CLI::Range(1U, 60U));
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

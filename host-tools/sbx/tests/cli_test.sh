@@ -114,6 +114,18 @@ run new_cold_missing 1 new --cold --from py-ready
 error_is new_cold_missing 404 not_found
 run events 0 events --after 0
 check events out "lines == [{'type': 'events', 'events': []}]"
+run ttl_missing 1 ttl sbx_missing 2h
+error_is ttl_missing 404 not_found
+run ttl_off_missing 1 ttl sbx_missing off
+error_is ttl_off_missing 404 not_found
+run idle_missing 1 idle sbx_missing 15
+error_is idle_missing 404 not_found
+run ttl_bad 2 ttl sbx_1 soon
+error_is ttl_bad None usage
+run idle_bad 2 idle sbx_1 15m
+error_is idle_bad None usage
+run idle_no_value 2 idle sbx_1
+error_is idle_no_value None usage
 run rm_missing 1 rm sbx_missing
 error_is rm_missing 404 not_found
 check rm_missing out "last == {'type': 'deleted', 'dryRun': False, 'deleted': []}"
@@ -179,6 +191,9 @@ complete_words() {
 [ "$(complete_words sbx resume sbx_1 --type l)" = large ] || fail "completion of --type l"
 [ "$(complete_words sbx --json ls --st)" = --state ] || fail "completion of ls --st after --json"
 [ -z "$(complete_words sbx exec sbx_1 -- ne)" ] || fail "completion after -- is not ours"
+[ "$(complete_words sbx tt)" = ttl ] || fail "completion of 'tt': $(complete_words sbx tt)"
+[ "$(complete_words sbx idle sbx_1 o)" = off ] || fail "completion of idle ID o"
+[ "$(complete_words sbx ttl sbx_1 o)" = off ] || fail "completion of ttl ID o"
 
 # The daemon gone: exit 3 and a message naming where sbx looked.
 kill -TERM "$pid"

@@ -166,7 +166,7 @@ Result<std::int64_t> parse_duration(std::string_view text) {
     return total;
 }
 
-Result<CreateRequest> parse_create(std::string_view body) {
+Result<CreateRequest> parse_create(std::string_view body, std::int64_t min_ttl_seconds) {
     SBXD_TRY(json, parse_body(body));
     Fields f(*json);
     CreateRequest r;
@@ -217,8 +217,8 @@ Result<CreateRequest> parse_create(std::string_view body) {
             return invalid_argument("ttl and noAutoStop exclude each other");
         }
         SBXD_TRY(seconds, parse_duration(**ttl));
-        if (*seconds < kMinTtlSeconds) {
-            return invalid_argument(fmt::format("ttl '{}' is shorter than a minute", **ttl));
+        if (*seconds < min_ttl_seconds) {
+            return invalid_argument(fmt::format("ttl '{}' is shorter than {} s", **ttl, min_ttl_seconds));
         }
         r.ttl_seconds = *seconds;
     }
@@ -233,6 +233,47 @@ Result<StopRequest> parse_stop(std::string_view body) {
         return done.error();
     }
     return StopRequest{memory->value_or(true)};
+}
+
+Result<TtlRequest> parse_ttl(std::string_view body, std::int64_t min_ttl_seconds) {
+    SBXD_TRY(json, parse_body(body));
+    Fields f(*json);
+    SBXD_TRY(ttl, f.integer("ttl", 1, kMaxTtlSeconds));
+    SBXD_TRY(no_auto_stop, f.boolean("noAutoStop"));
+    if (auto done = f.finish(); !done) {
+        return done.error();
+    }
+    TtlRequest r;
+    r.no_auto_stop = no_auto_stop->value_or(false);
+    if (*ttl) {
+        if (r.no_auto_stop) {
+            return invalid_argument("ttl and noAutoStop exclude each other");
+        }
+        if (**ttl < min_ttl_seconds) {
+            return invalid_argument(fmt::format("ttl {} is shorter than {} s", **ttl, min_ttl_seconds));
+        }
+        r.ttl_seconds = **ttl;
+    }
+    return r;
+}
+
+Result<IdleRequest> parse_idle(std::string_view body) {
+    SBXD_TRY(json, parse_body(body));
+    // Present, even as null: an empty body is more likely a mistake than "off".
+    const bool given = json->contains("idleMinutes");
+    Fields f(*json);
+    SBXD_TRY(idle, f.integer("idleMinutes", 0, kMaxIdleMinutes));
+    if (auto done = f.finish(); !done) {
+        return done.error();
+    }
+    if (!given) {
+        return invalid_argument("idleMinutes is required: minutes, or 0 or null to turn the idle pause off");
+    }
+    IdleRequest r;
+    if (*idle && **idle > 0) {
+        r.idle_minutes = static_cast<int>(**idle);
+    }
+    return r;
 }
 
 Result<ResumeRequest> parse_resume(std::string_view body) {

@@ -45,10 +45,16 @@ struct CreateRequest {
 
 struct StopRequest {
     bool memory = true;
+    // Set by sbxd's lifecycle timers (daemon/lifecycle.hpp), never by a
+    // body: an idle pause ends paused, not stopped; the reason goes into
+    // the state events (auto_stop, idle).
+    bool idle_pause = false;
+    std::string reason{};
 };
 
 struct ResumeRequest {
     std::optional<std::string> size;  // a new size: a cold boot
+    std::string reason{};             // set by sbxd: "wake" for a request that woke a paused sandbox
 };
 
 struct ForkRequest {
@@ -60,12 +66,27 @@ struct SnapshotRequest {
     std::string name;
 };
 
+// POST /v1/sandboxes/{id}/ttl: a new auto-stop from now, of ttl_seconds
+// (absent: the sandbox's own length, else the default), or none.
+struct TtlRequest {
+    std::optional<std::int64_t> ttl_seconds;
+    bool no_auto_stop = false;
+};
+
+// POST /v1/sandboxes/{id}/idle: empty turns the idle pause off.
+struct IdleRequest {
+    std::optional<int> idle_minutes;
+};
+
 struct ListQuery {
     StringMap labels;
     std::vector<SandboxState> states;
 };
 
-[[nodiscard]] Result<CreateRequest> parse_create(std::string_view body);
+// `min_ttl_seconds` is the shortest ttl allowed (kMinTtlSeconds; shorter
+// only in tests, sbxd --min-ttl-seconds).
+[[nodiscard]] Result<CreateRequest> parse_create(std::string_view body,
+                                                 std::int64_t min_ttl_seconds = kMinTtlSeconds);
 // Variables for /etc/sandboxer/env: shell names, not SANDBOXER_*, values
 // without NUL or line breaks and not ending in a blank; bounded in count and size.
 [[nodiscard]] Result<void> check_env(const StringMap& env);
@@ -73,6 +94,11 @@ struct ListQuery {
 [[nodiscard]] Result<ResumeRequest> parse_resume(std::string_view body);
 [[nodiscard]] Result<ForkRequest> parse_fork(std::string_view body);
 [[nodiscard]] Result<SnapshotRequest> parse_snapshot(std::string_view body);
+// {"ttl": seconds} or {"noAutoStop": true}; {} renews with the sandbox's own length.
+[[nodiscard]] Result<TtlRequest> parse_ttl(std::string_view body,
+                                           std::int64_t min_ttl_seconds = kMinTtlSeconds);
+// {"idleMinutes": N}; 0 or null turns it off. The field is required.
+[[nodiscard]] Result<IdleRequest> parse_idle(std::string_view body);
 // Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)
 // and state=running,stopped (repeatable). Others are refused.
 [[nodiscard]] Result<ListQuery> parse_list_query(

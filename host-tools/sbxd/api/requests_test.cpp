@@ -266,3 +266,40 @@ TEST_CASE("the error format and the status of every code") {
                                  {"message", "sandbox is stopped"},
                                  {"requestId", "req_1"}});
 }
+
+TEST_CASE("ttl bodies: a length, noAutoStop, or nothing to renew with the sandbox's own") {
+    auto empty = parse_ttl("");
+    REQUIRE(empty.has_value());
+    CHECK_FALSE(empty->ttl_seconds);
+    CHECK_FALSE(empty->no_auto_stop);
+    CHECK(parse_ttl(R"({"ttl":7200})")->ttl_seconds == 7200);
+    CHECK(parse_ttl(R"({"noAutoStop":true})")->no_auto_stop);
+    CHECK(parse_ttl(R"({"ttl":null,"noAutoStop":false})").has_value());
+    CHECK(code_of(parse_ttl(R"({"ttl":30})")) == "invalid_argument");
+    CHECK(message_of(parse_ttl(R"({"ttl":30})")).find("shorter than 60 s") != std::string::npos);
+    CHECK(parse_ttl(R"({"ttl":30})", 1)->ttl_seconds == 30);  // sbxd --min-ttl-seconds 1
+    CHECK(code_of(parse_ttl(R"({"ttl":0})", 1)) == "invalid_argument");
+    CHECK(code_of(parse_ttl(R"({"ttl":2592001})")) == "invalid_argument");  // past 30 days
+    CHECK(parse_ttl(R"({"ttl":2592000})")->ttl_seconds == kMaxTtlSeconds);
+    CHECK(code_of(parse_ttl(R"({"ttl":"1h"})")) == "invalid_argument");
+    CHECK(code_of(parse_ttl(R"({"ttl":600,"noAutoStop":true})")) == "invalid_argument");
+    CHECK(message_of(parse_ttl(R"({"seconds":600})")).find("seconds") != std::string::npos);
+    CHECK(code_of(parse_ttl("[]")) == "bad_request");
+}
+
+TEST_CASE("create's ttl has the same lowest length") {
+    CHECK(code_of(parse_create(R"({"ttl":"20s"})")) == "invalid_argument");
+    CHECK(parse_create(R"({"ttl":"20s"})", 1)->ttl_seconds == 20);
+}
+
+TEST_CASE("idle bodies: minutes, or 0 or null for off; the field is required") {
+    CHECK(parse_idle(R"({"idleMinutes":15})")->idle_minutes == 15);
+    CHECK_FALSE(parse_idle(R"({"idleMinutes":0})")->idle_minutes);
+    CHECK_FALSE(parse_idle(R"({"idleMinutes":null})")->idle_minutes);
+    CHECK(code_of(parse_idle("{}")) == "invalid_argument");
+    CHECK(code_of(parse_idle("")) == "invalid_argument");
+    CHECK(code_of(parse_idle(R"({"idleMinutes":-1})")) == "invalid_argument");
+    CHECK(code_of(parse_idle(R"({"idleMinutes":43201})")) == "invalid_argument");
+    CHECK(code_of(parse_idle(R"({"idleMinutes":"5"})")) == "invalid_argument");
+    CHECK(code_of(parse_idle(R"({"idleMinutes":5,"x":1})")) == "invalid_argument");
+}

@@ -80,7 +80,8 @@ UnixMillis system_now() {
         .count();
 }
 
-ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock)
+ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock,
+                       LifecycleScheduler* lifecycle)
     : store_(store),
       driver_(driver),
       info_(std::move(info)),
@@ -90,7 +91,9 @@ ApiService::ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clo
           AdmissionLimits{info_.limits.max_sandboxes, info_.limits.max_starts_per_minute,
                           info_.limits.memory_budget_mib},
           [this] { return usage(); }, clock_),
-      guest_(store, driver, clock_) {
+      lifecycle_(lifecycle),
+      guest_(store, driver, clock_,
+             GuestAccess{[this](const std::string& id) { return wake(id); }, lifecycle}) {
     add_routes();
 }
 
@@ -106,6 +109,8 @@ void ApiService::add_routes() {
     host_route("DELETE", "/v1/sandboxes/{id}", &ApiService::delete_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/stop", &ApiService::stop_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/resume", &ApiService::resume_sandbox);
+    sandbox_route("POST", "/v1/sandboxes/{id}/ttl", &ApiService::ttl_sandbox);
+    sandbox_route("POST", "/v1/sandboxes/{id}/idle", &ApiService::idle_sandbox);
     host_route("POST", "/v1/sandboxes/{id}/fork", &ApiService::fork_sandbox);
     host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
@@ -230,7 +235,7 @@ Response ApiService::list_sandboxes(const Request& request, const PathParams&) c
 }
 
 Response ApiService::create_sandbox(const Request& request, const PathParams&) const {
-    auto parsed = api::parse_create(request.body);
+    auto parsed = api::parse_create(request.body, info_.min_ttl_seconds);
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
@@ -281,12 +286,20 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     if (!created) {
         return Response::error(created.error(), request.request_id);
     }
+    SandboxRecord sandbox = created->sandbox;
     if (!created->replayed) {
         commit(decision);
+        // The deadline counts from ready, not from the request: a cold boot
+        // can take longer than a short ttl.
+        auto started = restart_auto_stop(sandbox);
+        if (!started) {
+            return Response::error(started.error(), request.request_id);
+        }
+        sandbox = *started;
     }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
-    nlohmann::json body = {{"sandbox", sandbox_json(created->sandbox, info_.host_name)},
+    nlohmann::json body = {{"sandbox", sandbox_json(sandbox, info_.host_name)},
                            {"replayed", created->replayed},
                            {"warnings", warnings}};
     if (created->memory_restored) {
@@ -413,7 +426,11 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
         return Response::error(resumed.error(), request.request_id);
     }
     commit(decision);
-    nlohmann::json fields = {{"sandbox", sandbox_json(resumed->sandbox, info_.host_name)},
+    auto renewed = restart_auto_stop(resumed->sandbox);
+    if (!renewed) {
+        return Response::error(renewed.error(), request.request_id);
+    }
+    nlohmann::json fields = {{"sandbox", sandbox_json(*renewed, info_.host_name)},
                              {"memoryRestored", resumed->memory_restored}};
     if (!resumed->memory_restored) {
         fields["resumeReason"] = resumed->resume_reason;
@@ -485,7 +502,12 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
         return Response::error(children.error(), request.request_id);
     }
     commit(decision);
-    return reply(*children, false);
+    std::vector<SandboxRecord> started;
+    for (const auto& child : *children) {
+        auto restarted = restart_auto_stop(child);
+        started.push_back(restarted ? *restarted : child);
+    }
+    return reply(started, false);
 }
 
 Response ApiService::snapshot_sandbox(const Request& request, const PathParams& params) const {

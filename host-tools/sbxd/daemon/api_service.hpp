@@ -6,11 +6,13 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "host-tools/sbxd/api/sizes.hpp"
 #include "host-tools/sbxd/daemon/admission.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
+#include "host-tools/sbxd/daemon/lifecycle.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
 #include "host-tools/sbxd/http/router.hpp"
 #include "host-tools/sbxd/store/store.hpp"
@@ -22,6 +24,9 @@ struct DaemonInfo {
     std::string version;
     std::string images_dir;
     api::HostLimits limits;
+    // The shortest ttl a request may ask for (lower only in tests: sbxd
+    // --min-ttl-seconds).
+    std::int64_t min_ttl_seconds = api::kMinTtlSeconds;
 };
 
 using Clock = std::function<UnixMillis()>;
@@ -31,7 +36,11 @@ using Clock = std::function<UnixMillis()>;
 
 class ApiService {
 public:
-    ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock = system_now);
+    // With `lifecycle`, a paused sandbox wakes on a guest request, guest
+    // requests count as activity and hold leases, and every change that
+    // can bring a deadline nearer re-arms its timer.
+    ApiService(Store& store, SandboxDriver& driver, DaemonInfo info, Clock clock = system_now,
+               LifecycleScheduler* lifecycle = nullptr);
 
     [[nodiscard]] http::Response handle(http::Request request) const;
     // The server's BodyPolicy: file uploads stream their bodies.
@@ -68,6 +77,17 @@ private:
     Response get_snapshot(const Request& request, const PathParams& params) const;
     Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
+    // lifecycle_routes.cpp
+    Response ttl_sandbox(const Request& request, const PathParams& params) const;
+    Response idle_sandbox(const Request& request, const PathParams& params) const;
+    // Resumes a paused sandbox for a request that needs its guest
+    // (product.md §2, wake on request): admitted as any start; nothing for
+    // a sandbox in another state.
+    [[nodiscard]] Result<void> wake(const std::string& id) const;
+    // A start (create, fork, a user's resume; not a wake) starts the
+    // auto-stop again at its length: product.md §2, "1 h after start".
+    [[nodiscard]] Result<SandboxRecord> restart_auto_stop(const SandboxRecord& sandbox) const;
+    void reschedule() const;
 
     // What the store shows running, for admission (admission.hpp).
     [[nodiscard]] Result<Usage> usage() const;
@@ -78,6 +98,8 @@ private:
     Clock clock_;
     UnixMillis started_at_;
     mutable Admission admission_;
+    LifecycleScheduler* lifecycle_;
+    mutable std::mutex wake_mutex_;  // one wake at a time; a request behind it finds the sandbox running
     GuestRoutes guest_;
     http::Router router_;
 };

@@ -18,8 +18,10 @@ namespace {
 using http::Response;
 using nlohmann::json;
 
-bool reads_disk(SandboxState state) {
-    return state == SandboxState::Stopped || state == SandboxState::Paused || state == SandboxState::Crashed;
+// A paused sandbox wakes instead when something can wake it (product.md §2).
+bool reads_disk(SandboxState state, bool wakes) {
+    return state == SandboxState::Stopped || (state == SandboxState::Paused && !wakes) ||
+           state == SandboxState::Crashed;
 }
 
 // diskfs' codes as the API's, as guest_error does for the agent's.
@@ -66,7 +68,7 @@ Result<std::optional<std::string>> GuestRoutes::stopped_disk(const std::string& 
     if (!sandbox) {
         return sandbox.error();
     }
-    if (!reads_disk(sandbox->state)) {
+    if (!reads_disk(sandbox->state, static_cast<bool>(access_.wake))) {
         return std::optional<std::string>();
     }
     auto disk = driver_.disk(sandbox_id);
@@ -81,7 +83,7 @@ Result<void> GuestRoutes::refuse_stopped(const std::string& sandbox_id) const {
     if (!sandbox) {
         return sandbox.error();
     }
-    if (reads_disk(sandbox->state)) {
+    if (reads_disk(sandbox->state, static_cast<bool>(access_.wake))) {
         return make_coded_error(api::code::kInvalidState,
                                 "sandbox {} is {}: its files can be read but not changed; resume it first "
                                 "(POST /v1/sandboxes/{}/resume)",

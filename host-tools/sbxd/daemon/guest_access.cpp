@@ -39,13 +39,25 @@ int history_exit_code(std::optional<int> code, std::optional<int> signal) {
     return 128 + signal.value_or(0);
 }
 
-GuestRoutes::GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock)
-    : store_(store), driver_(driver), clock_(std::move(clock)) {}
+GuestRoutes::GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock,
+                         GuestAccess access)
+    : store_(store), driver_(driver), clock_(std::move(clock)), access_(std::move(access)) {}
 
 Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::string& sandbox_id) const {
     auto sandbox = store_.get_sandbox(sandbox_id);
     if (!sandbox) {
         return sandbox.error();
+    }
+    // Wake on request; a stopped sandbox (by a user or its auto-stop) stays stopped.
+    if (sandbox->state == SandboxState::Paused && access_.wake) {
+        if (auto woken = access_.wake(sandbox_id); !woken) {
+            return woken.error();
+        }
+    }
+    // Before the connection, so that the idle timer cannot pause it under us.
+    LifecycleScheduler::Lease lease;
+    if (access_.lifecycle != nullptr) {
+        lease = access_.lifecycle->lease(sandbox_id);
     }
     auto address = driver_.agent(sandbox_id);
     if (!address) {
@@ -57,7 +69,12 @@ Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::stri
         return Error{fmt::format("reaching the agent of {}: {}", sandbox_id, client.error().to_string()), 0,
                      std::string(api::code::kAgentUnavailable)};
     }
-    return std::make_shared<agent::AgentClient>(std::move(*client));
+    struct Leased {
+        agent::AgentClient client;
+        LifecycleScheduler::Lease lease;
+    };
+    auto leased = std::make_shared<Leased>(Leased{std::move(*client), std::move(lease)});
+    return std::shared_ptr<agent::AgentClient>(leased, &leased->client);
 }
 
 void GuestRoutes::remember(const std::string& sandbox_id, const std::string& process_id,

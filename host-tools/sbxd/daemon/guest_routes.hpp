@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "guest-agent/client/agent_client.hpp"
+#include "host-tools/sbxd/daemon/lifecycle.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
 #include "host-tools/sbxd/http/router.hpp"
 #include "host-tools/sbxd/store/store.hpp"
@@ -36,9 +37,18 @@ using RouteAdder =
 // 128 + the signal as a shell reports it.
 [[nodiscard]] int history_exit_code(std::optional<int> code, std::optional<int> signal);
 
+// The lifecycle's part in guest requests (product.md §2): a paused
+// sandbox is woken first, and each agent connection holds an activity
+// lease for as long as it lives (a stream's too). Both optional.
+struct GuestAccess {
+    std::function<Result<void>(const std::string& id)> wake{};
+    LifecycleScheduler* lifecycle = nullptr;
+};
+
 class GuestRoutes {
 public:
-    GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock);
+    GuestRoutes(Store& store, SandboxDriver& driver, std::function<UnixMillis()> clock,
+                GuestAccess access = {});
 
     void add_routes(const RouteAdder& add);
 
@@ -47,9 +57,10 @@ private:
     using Response = http::Response;
     using PathParams = http::PathParams;
 
-    // The sandbox must exist (404) and run (the driver's 409); then a new
-    // authenticated connection to its agent, on the heap so that
-    // sessions and stream producers can hold it.
+    // The sandbox must exist (404) and run, or be paused and wake (else
+    // the driver's 409); then a new authenticated connection to its agent,
+    // on the heap so that sessions and stream producers can hold it, with
+    // an activity lease that ends with it.
     [[nodiscard]] Result<std::shared_ptr<agent::AgentClient>> connect(const std::string& sandbox_id) const;
 
     // Detached processes started here, by (sandbox, process id): their
@@ -71,8 +82,9 @@ private:
     Response remove_file(const Request& request, const PathParams& params) const;
 
     // Files of a sandbox with no VMM, read from its disk (disk_files.cpp).
-    // The disk when the sandbox is stopped, paused or crashed; nullopt when
-    // its agent answers (or the driver says why not); 404 for no sandbox.
+    // The disk when the sandbox is stopped or crashed (paused too when
+    // nothing wakes it); nullopt when its agent answers (or the driver
+    // says why not); 404 for no sandbox.
     [[nodiscard]] Result<std::optional<std::string>> stopped_disk(const std::string& sandbox_id) const;
     // invalid_state for a change to the files of a sandbox with no VMM.
     [[nodiscard]] Result<void> refuse_stopped(const std::string& sandbox_id) const;
@@ -83,6 +95,7 @@ private:
     Store& store_;
     SandboxDriver& driver_;
     std::function<UnixMillis()> clock_;
+    GuestAccess access_;
     mutable std::mutex detached_mutex_;
     mutable std::map<std::pair<std::string, std::string>, std::int64_t> detached_;
 };

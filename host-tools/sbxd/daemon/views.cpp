@@ -54,6 +54,7 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
         {"startedAt", optional_time(s.started_at)},
         {"lastActivityAt", rfc3339(s.last_activity_at)},
         {"autoStopAt", optional_time(s.auto_stop_at)},
+        {"ttlSeconds", s.ttl_seconds ? nlohmann::json(*s.ttl_seconds) : nlohmann::json(nullptr)},
         {"idleMinutes", s.idle_minutes ? nlohmann::json(*s.idle_minutes) : nlohmann::json(nullptr)},
     };
 }

@@ -41,6 +41,7 @@ struct SandboxRecord {
     UnixMillis last_activity_at = 0;
     std::optional<UnixMillis> auto_stop_at;  // empty: no auto-stop
     std::optional<int> idle_minutes;         // empty: no idle pause
+    std::optional<std::int64_t> ttl_seconds;  // the auto-stop's length; empty: no auto-stop
     std::optional<VmmProcess> vmm;
     bool operator==(const SandboxRecord&) const = default;
 };

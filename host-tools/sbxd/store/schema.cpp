@@ -99,7 +99,16 @@ ALTER TABLE snapshots ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE snapshots ADD COLUMN cpu_signature TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3};
+// Version 4: the auto-stop's length, so that a renewal without one
+// (POST /v1/sandboxes/{id}/ttl, docs/api.md) and a resume restart the same
+// deadline; rows from before get the length their deadline implies.
+constexpr std::string_view kVersion4 = R"sql(
+ALTER TABLE sandboxes ADD COLUMN ttl_seconds INTEGER;
+UPDATE sandboxes SET ttl_seconds = MAX(1, (auto_stop_at - COALESCE(started_at, created_at)) / 1000)
+    WHERE auto_stop_at IS NOT NULL;
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4};
 
 }  // namespace
 

@@ -34,7 +34,7 @@ Result<StringMap> decode_map(const std::string& text, std::string_view column) {
 
 constexpr std::string_view kSandboxColumns =
     "id, name, state, source, size, cpus, memory_mib, disk_gib, labels, env, no_env, created_at, started_at, "
-    "last_activity_at, auto_stop_at, idle_minutes, vmm_pid, vmm_start_time, vmm_control_socket";
+    "last_activity_at, auto_stop_at, idle_minutes, vmm_pid, vmm_start_time, vmm_control_socket, ttl_seconds";
 
 Result<SandboxRecord> read_sandbox(const Statement& row) {
     SandboxRecord s;
@@ -71,6 +71,7 @@ Result<SandboxRecord> read_sandbox(const Statement& row) {
     if (!row.is_null(16)) {
         s.vmm = VmmProcess{row.int64(16), row.int64(17), row.text(18)};
     }
+    s.ttl_seconds = row.optional_int64(19);
     return s;
 }
 
@@ -232,7 +233,7 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
     }
     auto insert =
         db_.prepare(fmt::format("INSERT INTO sandboxes ({}) VALUES "
-                                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 kSandboxColumns));
     if (!insert) {
         return insert.error();
@@ -252,6 +253,7 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
     } else {
         insert->bind(17, nullptr).bind(18, nullptr).bind(19, nullptr);
     }
+    insert->bind(20, s.ttl_seconds);
     if (auto r = insert->run(); !r) {
         if (r.error().message.find("UNIQUE") != std::string::npos) {
             return make_coded_error("already_exists", "a sandbox with id '{}' exists", s.id);
@@ -361,8 +363,11 @@ Result<SandboxRecord> Store::change_state(const std::string& id, const StateChan
     if (auto r = update->run(); !r) {
         return r.error();
     }
-    auto event = nlohmann::json{{"from", to_string(before)}, {"to", to_string(s.state)}}.dump();
-    if (auto r = add_event_locked(id, "state", event, change.now); !r) {
+    auto event = nlohmann::json{{"from", to_string(before)}, {"to", to_string(s.state)}};
+    if (!change.reason.empty()) {
+        event["reason"] = change.reason;
+    }
+    if (auto r = add_event_locked(id, "state", event.dump(), change.now); !r) {
         return r.error();
     }
     if (auto r = tx->commit(); !r) {
@@ -392,18 +397,60 @@ Result<void> Store::touch(const std::string& id, UnixMillis now) {
                              id, now);
 }
 
-Result<void> Store::set_auto_stop(const std::string& id, std::optional<UnixMillis> deadline) {
+Result<void> Store::set_auto_stop(const std::string& id, const AutoStop& auto_stop, UnixMillis now) {
     std::lock_guard lock(mutex_);
-    return update_one_locked("UPDATE sandboxes SET auto_stop_at = ? WHERE id = ?", id, deadline);
+    auto tx = Transaction::begin(db_);
+    if (!tx) {
+        return tx.error();
+    }
+    auto stmt = db_.prepare("UPDATE sandboxes SET auto_stop_at = ?, ttl_seconds = ? WHERE id = ?");
+    if (!stmt) {
+        return stmt.error();
+    }
+    if (auto r = stmt->bind_all(auto_stop.deadline, auto_stop.ttl_seconds, id).run(); !r) {
+        return r.error();
+    }
+    if (db_.changes() == 0) {
+        return not_found("sandbox", id);
+    }
+    nlohmann::json event = {
+        {"autoStopAt", auto_stop.deadline ? nlohmann::json(*auto_stop.deadline) : nullptr},
+        {"ttlSeconds", auto_stop.ttl_seconds ? nlohmann::json(*auto_stop.ttl_seconds) : nullptr}};
+    if (auto r = add_event_locked(id, "auto_stop", event.dump(), now); !r) {
+        return r.error();
+    }
+    return tx->commit();
 }
 
-Result<void> Store::set_idle_minutes(const std::string& id, std::optional<int> minutes) {
+Result<void> Store::set_idle_minutes(const std::string& id, std::optional<int> minutes, UnixMillis now) {
     std::lock_guard lock(mutex_);
+    auto tx = Transaction::begin(db_);
+    if (!tx) {
+        return tx.error();
+    }
     std::optional<std::int64_t> value;
     if (minutes) {
         value = *minutes;
     }
-    return update_one_locked("UPDATE sandboxes SET idle_minutes = ? WHERE id = ?", id, value);
+    // The idle time counts from the change, not from the last activity before it.
+    auto stmt = db_.prepare(
+        "UPDATE sandboxes SET idle_minutes = ?, last_activity_at = MAX(last_activity_at, ?) WHERE id = ?");
+    if (!stmt) {
+        return stmt.error();
+    }
+    if (auto r = stmt->bind_all(value, now, id).run(); !r) {
+        return r.error();
+    }
+    if (db_.changes() == 0) {
+        return not_found("sandbox", id);
+    }
+    if (auto r = add_event_locked(
+            id, "idle", nlohmann::json{{"idleMinutes", value ? nlohmann::json(*value) : nullptr}}.dump(),
+            now);
+        !r) {
+        return r.error();
+    }
+    return tx->commit();
 }
 
 Result<void> Store::set_shape(const std::string& id, const std::string& size, int cpus, int memory_mib) {

@@ -55,6 +55,14 @@ struct StateChange {
     // Set with the change (a create or resume that spawned a VMM); a
     // change to a state without a VMM clears it (sandbox/state.hpp has_vmm).
     std::optional<VmmProcess> vmm;
+    std::string reason{};  // in the "state" event when set: auto_stop, idle, wake
+};
+
+// A sandbox's auto-stop (product.md §2): the deadline and the length it
+// was set with; both empty: off.
+struct AutoStop {
+    std::optional<UnixMillis> deadline;
+    std::optional<std::int64_t> ttl_seconds;
 };
 
 class Store {
@@ -88,8 +96,12 @@ public:
     // the state it is in now (else "invalid_state"); records a "state" event.
     [[nodiscard]] Result<SandboxRecord> change_state(const std::string& id, const StateChange& change);
     [[nodiscard]] Result<void> touch(const std::string& id, UnixMillis now);
-    [[nodiscard]] Result<void> set_auto_stop(const std::string& id, std::optional<UnixMillis> deadline);
-    [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes);
+    // Each records an event ("auto_stop", "idle"); a new idle setting also
+    // counts as activity.
+    [[nodiscard]] Result<void> set_auto_stop(const std::string& id, const AutoStop& auto_stop,
+                                             UnixMillis now);
+    [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes,
+                                                UnixMillis now);
     // A resume with another size (a cold boot): the new size name, vCPUs and memory.
     [[nodiscard]] Result<void> set_shape(const std::string& id, const std::string& size, int cpus,
                                          int memory_mib);

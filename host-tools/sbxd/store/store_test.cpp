@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+#include "host-tools/sbxd/store/schema.hpp"
+
 using namespace sbx;
 using namespace sbx::sbxd;
 
@@ -46,6 +48,7 @@ SandboxRecord sample(const std::string& id, UnixMillis now = 1'000'000) {
     s.created_at = now;
     s.last_activity_at = now;
     s.auto_stop_at = now + 3'600'000;
+    s.ttl_seconds = 3600;
     s.idle_minutes = 15;
     return s;
 }
@@ -60,6 +63,34 @@ TEST_CASE("a new store has the latest schema and reopening keeps it") {
     }
     auto again = open_store(dir.db());
     CHECK(again->schema_version().value() == Store::latest_schema_version());
+}
+
+TEST_CASE("a version 3 file migrates: the auto-stop's length comes from its deadline") {
+    TempDir dir;
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
+    std::string v3 =
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT;"
+        "INSERT INTO schema_migrations VALUES (1, 0), (2, 0), (3, 0);";
+    for (std::size_t i = 0; i < 3; ++i) {
+        v3 += std::string(schema_migrations()[i]);
+    }
+    v3 +=
+        "INSERT INTO sandboxes (id, name, state, source, size, cpus, memory_mib, disk_gib, labels, env,"
+        " no_env, created_at, started_at, last_activity_at, auto_stop_at, idle_minutes) VALUES"
+        " ('sbx_ttl', 'sbx_ttl', 'running', 'default', 'small', 2, 4096, 8, '{}', '{}', 0,"
+        "  1000, 11000, 11000, 7211000, 5),"
+        " ('sbx_off', 'sbx_off', 'stopped', 'default', 'small', 2, 4096, 8, '{}', '{}', 0,"
+        "  1000, NULL, 1000, NULL, NULL);";
+    REQUIRE(sqlite3_exec(raw, v3.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+    auto store = open_store(dir.db());
+    CHECK(store->schema_version().value() == 4);
+    auto ttl = store->get_sandbox("sbx_ttl").value();
+    CHECK(ttl.auto_stop_at == 7'211'000);
+    CHECK(ttl.ttl_seconds == 7200);
+    CHECK(ttl.idle_minutes == 5);
+    CHECK_FALSE(store->get_sandbox("sbx_off")->ttl_seconds.has_value());
 }
 
 TEST_CASE("a file from a newer sbxd is refused") {
@@ -164,13 +195,29 @@ TEST_CASE("touch, auto-stop and idle updates") {
     REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
     REQUIRE(store->touch("sbx_a", 5'000'000).has_value());
     REQUIRE(store->touch("sbx_a", 4'000'000).has_value());  // an older report never moves it back
-    REQUIRE(store->set_auto_stop("sbx_a", std::nullopt).has_value());
-    REQUIRE(store->set_idle_minutes("sbx_a", 3).has_value());
+    REQUIRE(store->set_auto_stop("sbx_a", AutoStop{}, 5'000'000).has_value());
+    REQUIRE(store->set_idle_minutes("sbx_a", 3, 4'500'000).has_value());
     auto s = store->get_sandbox("sbx_a").value();
     CHECK(s.last_activity_at == 5'000'000);
     CHECK_FALSE(s.auto_stop_at.has_value());
+    CHECK_FALSE(s.ttl_seconds.has_value());
     CHECK(s.idle_minutes == 3);
     CHECK(store->touch("sbx_none", 1).error().code == "not_found");
+
+    REQUIRE(store->set_auto_stop("sbx_a", AutoStop{6'000'000, 600}, 5'400'000).has_value());
+    REQUIRE(store->set_idle_minutes("sbx_a", std::nullopt, 5'500'000).has_value());
+    s = store->get_sandbox("sbx_a").value();
+    CHECK(s.auto_stop_at == 6'000'000);
+    CHECK(s.ttl_seconds == 600);
+    CHECK_FALSE(s.idle_minutes.has_value());
+    CHECK(s.last_activity_at == 5'500'000);  // a new idle setting counts from now
+    auto events = store->list_events(0, 100).value();
+    REQUIRE(events.size() == 5);
+    CHECK(events[3].type == "auto_stop");
+    CHECK(events[3].data == R"({"autoStopAt":6000000,"ttlSeconds":600})");
+    CHECK(events[4].type == "idle");
+    CHECK(events[4].data == R"({"idleMinutes":null})");
+    CHECK(store->set_auto_stop("sbx_none", AutoStop{}, 1).error().code == "not_found");
 }
 
 TEST_CASE("idempotency keys replay the same body, refuse another, and expire after 24 h") {

@@ -59,7 +59,8 @@ SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, cons
     s.created_at = now;
     s.last_activity_at = now;
     if (!spec.request.no_auto_stop) {
-        s.auto_stop_at = now + spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds) * 1000;
+        s.ttl_seconds = spec.request.ttl_seconds.value_or(api::kDefaultTtlSeconds);
+        s.auto_stop_at = now + *s.ttl_seconds * 1000;
     }
     if (spec.request.idle_minutes && *spec.request.idle_minutes > 0) {
         s.idle_minutes = spec.request.idle_minutes;
@@ -303,12 +304,17 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
     }
     const SandboxFiles f = files(id);
     if (s->state == SandboxState::Paused) {
+        if (request.idle_pause) {
+            return make_coded_error(api::code::kInvalidState, "sandbox {} is paused already", id);
+        }
         if (!request.memory) {
             ::unlink(f.memory().c_str());
         }
-        return store_.change_state(id, StateChange{SandboxState::Stopped, clock_(), std::nullopt});
+        return store_.change_state(
+            id, StateChange{SandboxState::Stopped, clock_(), std::nullopt, request.reason});
     }
-    auto stopping = store_.change_state(id, StateChange{SandboxState::Stopping, clock_(), std::nullopt});
+    auto stopping =
+        store_.change_state(id, StateChange{SandboxState::Stopping, clock_(), std::nullopt, request.reason});
     if (!stopping) {
         return stopping.error();
     }
@@ -349,7 +355,11 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
         }
     }
     end_vmm(f, vmm, true);
-    return store_.change_state(id, StateChange{SandboxState::Stopped, clock_(), std::nullopt});
+    // An idle pause is a stop with memory that the next request undoes
+    // (product.md §2, `sbx idle`).
+    const SandboxState end =
+        request.idle_pause && request.memory ? SandboxState::Paused : SandboxState::Stopped;
+    return store_.change_state(id, StateChange{end, clock_(), std::nullopt, request.reason});
 }
 
 Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::ResumeRequest& request) {
@@ -377,7 +387,8 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         wanted.memory_mib = shape->memory_mib;
     }
     const bool resized = wanted.cpus != s->cpus || wanted.memory_mib != s->memory_mib;
-    auto creating = store_.change_state(id, StateChange{SandboxState::Creating, clock_(), std::nullopt});
+    auto creating =
+        store_.change_state(id, StateChange{SandboxState::Creating, clock_(), std::nullopt, request.reason});
     if (!creating) {
         return creating.error();
     }
