@@ -109,7 +109,7 @@ Result<void> ApiService::wake(const std::string& id) const {
                                 "(POST /v1/sandboxes/{}/resume)",
                                 id, id);
     }
-    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, 1, sandbox->memory_mib, 0, 0});
+    std::optional<Admission::Decision> decision = admission_.admit(Demand{1, {{id, sandbox->memory_mib}}});
     if (const auto* no = std::get_if<Admission::Refusal>(&*decision)) {
         return no->error;
     }

@@ -54,7 +54,8 @@ struct StateDriver final : SandboxDriver {
         return ResumeOutcome{*running, true, ""};
     }
     Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
-                                            const std::optional<IdempotencyClaim>&) override {
+                                            const std::optional<IdempotencyClaim>&,
+                                            const std::vector<std::string>&) override {
         return make_coded_error("internal", "unused");
     }
     Result<void> remove(const std::string&) override { return ok(); }
