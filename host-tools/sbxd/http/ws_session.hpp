@@ -69,7 +69,12 @@ public:
                     channel->close(WsClose{ws_close::kInternalError, "internal error"});
                 }
             },
-            [channel = channel_] { channel->close(WsClose{ws_close::kGoingAway, "the server is stopping"}); });
+            [channel = channel_] {
+                // The server is stopping: a handler blocked elsewhere is
+                // unblocked through its gone hook, as if the client left.
+                channel->close(WsClose{ws_close::kGoingAway, "the server is stopping"});
+                channel->peer_gone();
+            });
         if (!started) {
             return refuse(request_id);
         }
