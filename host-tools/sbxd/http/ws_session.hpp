@@ -78,6 +78,9 @@ public:
         if (!started) {
             return refuse(request_id);
         }
+        // Alive until the connection is over: while the handler is behind
+        // (no read pending, nothing to write) no operation holds it.
+        self_ = this->shared_from_this();
         beast::get_lowest_layer(ws_).expires_never();
         websocket::stream_base::timeout timeout{};
         timeout.handshake_timeout = limits_.write_timeout;
@@ -180,6 +183,7 @@ private:
             return;
         }
         done_ = true;
+        auto keep = std::move(self_);  // released on return
         channel_->peer_gone();
         if (!close_sent_) {
             // Ends a pending read or write; a close handshake under way
@@ -198,6 +202,7 @@ private:
     bool writing_ = false;
     bool close_sent_ = false;
     bool done_ = false;
+    std::shared_ptr<WsSession> self_;
 };
 
 }  // namespace sbx::sbxd::http::detail

@@ -150,7 +150,7 @@ wspy() {
         "$tmp/$1" "$2" || fail "$1: $2: $(head -c 600 "$tmp/$1")"
 }
 wsbase=/v1/sandboxes/sbx_run/exec/ws
-head -c 200000 /dev/urandom >"$tmp/blob"
+head -c 3000000 /dev/urandom >"$tmp/blob"
 printf 'a\0b\0' >>"$tmp/blob"
 ws --out "$tmp/ws1.out" "$wsbase" "{\"command\":[\"cat\"],\"user\":\"$uid\"}" "file:$tmp/blob" eof >"$tmp/ws1"
 wspy ws1 'b["exit"]["exitCode"] == 0 and b["close"]["code"] == 1000 and b["messages"][0]["type"] == "start"'
