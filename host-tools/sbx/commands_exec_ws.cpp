@@ -3,8 +3,8 @@
 // raw mode (restored on every way out) and SIGWINCH sent as a resize;
 // without --tty, stdin from a pipe is streamed as it comes, then EOF.
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT that reach sbx are sent on to the
-// command; a second one makes sbx drop the connection and exit 128+N. One thread runs the connection; another waits on stdin and on
-// the signals, and sends at most a few chunks ahead of the socket.
+// command; a second one makes sbx drop the connection and exit 128+N. One thread runs the connection; another
+// waits on stdin and on the signals, and sends at most a few chunks ahead of the socket.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -30,7 +30,8 @@ constexpr std::size_t kStdinChunk = 64 * 1024;
 constexpr int kChunksAhead = 4;
 
 // The signal handler's only state: where it writes the signal's number.
-std::atomic<int> g_signal_pipe{-1};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables): the handler's
+std::atomic<int> g_signal_pipe{
+    -1};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables): the handler's
 
 extern "C" void on_forwarded_signal(int signal) {
     const int saved = errno;
@@ -73,7 +74,7 @@ public:
 
 private:
     int fds_[2] = {-1, -1};
-    struct sigaction old_[std::size(kForwarded)] {};
+    struct sigaction old_[std::size(kForwarded)]{};
 };
 
 // Our terminal in raw mode (no echo, no line editing, no signals from
@@ -185,7 +186,8 @@ private:
         bool reading = send_stdin_;
         std::array<char, kStdinChunk> chunk;
         for (;;) {
-            std::array<pollfd, 3> fds{{{stop_[0], POLLIN, 0}, {signal_fd_, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}}};
+            std::array<pollfd, 3> fds{
+                {{stop_[0], POLLIN, 0}, {signal_fd_, POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}}};
             int n = ::poll(fds.data(), reading ? 3 : 2, -1);
             if (n < 0 && errno == EINTR) {
                 continue;
@@ -279,7 +281,8 @@ int run_ws_exec(const Context& ctx, const ExecCommand& command, const Json& body
                         if (command.raw_events) {
                             ctx.out.event({{"type", output->stream == 2 ? "stderr" : "stdout"},
                                            {"data", base64_encode(output->bytes)}});
-                        } else if (!write_out(output->stream == 2 ? STDERR_FILENO : STDOUT_FILENO, output->bytes)) {
+                        } else if (!write_out(output->stream == 2 ? STDERR_FILENO : STDOUT_FILENO,
+                                              output->bytes)) {
                             status = 128 + SIGPIPE;
                             return client.close();
                         }
@@ -320,10 +323,11 @@ int run_ws_exec(const Context& ctx, const ExecCommand& command, const Json& body
     if (failure) {
         return own_failure(ctx, *failure);
     }
-    return own_failure(ctx, failure_of(make_coded_error(
-                                "connection_lost", "the exec WebSocket closed before the command's exit ({}{}{})",
-                                close_code == 0 ? "no close frame" : std::to_string(close_code),
-                                close_reason.empty() ? "" : ": ", close_reason)));
+    return own_failure(
+        ctx, failure_of(make_coded_error("connection_lost",
+                                         "the exec WebSocket closed before the command's exit ({}{}{})",
+                                         close_code == 0 ? "no close frame" : std::to_string(close_code),
+                                         close_reason.empty() ? "" : ": ", close_reason)));
 }
 
 }  // namespace sbx::cli

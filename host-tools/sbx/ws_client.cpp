@@ -78,8 +78,9 @@ struct WsExecClient::Impl {
         ws.async_read(buffer, [this](beast::error_code ec, std::size_t) {
             if (ec) {
                 const auto& reason = ws.reason();
-                return finish(ec == websocket::error::closed ? reason.code : 0,
-                              ec == websocket::error::closed ? std::string(reason.reason.c_str()) : ec.message());
+                return finish(
+                    ec == websocket::error::closed ? reason.code : 0,
+                    ec == websocket::error::closed ? std::string(reason.reason.c_str()) : ec.message());
             }
             std::string data = beast::buffers_to_string(buffer.data());
             buffer.consume(buffer.size());
@@ -132,7 +133,8 @@ Result<WsExecClient::Opened> WsExecClient::open(const HostAddress& address, cons
         socket.connect(asio::local::stream_protocol::endpoint(address.path), ec);
     } else {
         asio::ip::tcp::resolver resolver(impl->io);
-        auto found = resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
+        auto found =
+            resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
         ec = ec ? ec : asio::error::host_not_found;
         for (const auto& entry : found) {
             beast::error_code closed;
@@ -144,7 +146,8 @@ Result<WsExecClient::Opened> WsExecClient::open(const HostAddress& address, cons
         }
     }
     if (ec) {
-        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(), ec.message());
+        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(),
+                                ec.message());
     }
     const bool tcp = address.kind == HostAddress::Kind::Tcp;
     impl->ws.set_option(websocket::stream_base::decorator([&](websocket::request_type& request) {
@@ -167,7 +170,8 @@ Result<WsExecClient::Opened> WsExecClient::open(const HostAddress& address, cons
         return Opened{nullptr, std::move(declined)};
     }
     if (ec) {
-        return make_coded_error("connection_lost", "the WebSocket handshake with sbxd failed: {}", ec.message());
+        return make_coded_error("connection_lost", "the WebSocket handshake with sbxd failed: {}",
+                                ec.message());
     }
     return Opened{std::unique_ptr<WsExecClient>(new WsExecClient(std::move(impl))), std::nullopt};
 }

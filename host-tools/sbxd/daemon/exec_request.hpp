@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "guest-agent/exec/exec_client.hpp"
 #include "base/result.hpp"
+#include "guest-agent/exec/exec_client.hpp"
 
 namespace sbx::sbxd {
 

@@ -46,7 +46,8 @@ Result<agent::PtySize> read_size(const json& object, std::string_view what) {
 
 Result<ExecBody> read_ws_start(const http::WsMessage& message) {
     if (!message.text) {
-        return make_coded_error(kWsUnsupportedData, "the first message must be the exec request as JSON text");
+        return make_coded_error(kWsUnsupportedData,
+                                "the first message must be the exec request as JSON text");
     }
     auto object = json_object(message.data);
     if (!object) {
@@ -104,7 +105,8 @@ Result<WsControl> read_ws_control(std::string_view text) {
     if (name == "signal") {
         auto value = rest.find("signal");
         if (value == rest.end() || rest.size() != 1) {
-            return api::invalid_argument("a signal message is {\"type\":\"signal\",\"signal\":NAME or NUMBER}");
+            return api::invalid_argument(
+                "a signal message is {\"type\":\"signal\",\"signal\":NAME or NUMBER}");
         }
         auto sig = parse_signal(*value);
         if (!sig) {

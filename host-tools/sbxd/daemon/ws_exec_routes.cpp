@@ -29,7 +29,8 @@ void fail(WsChannel& channel, const Error& error, const std::string& request_id)
 // The client's messages after the first, to the agent, until the channel
 // ends. Binary frames are stdin (dropped after an eof); text frames are
 // control messages. A bad one closes the connection.
-void relay_input(WsChannel& channel, agent::ExecSession& session, int agent_fd, const std::string& request_id) {
+void relay_input(WsChannel& channel, agent::ExecSession& session, int agent_fd,
+                 const std::string& request_id) {
     bool stdin_open = true;
     while (true) {
         auto message = channel.receive();
@@ -53,18 +54,18 @@ void relay_input(WsChannel& channel, agent::ExecSession& session, int agent_fd, 
         }
         Result<void> sent = ok();
         switch (control->kind) {
-        case WsControl::Resize:
-            sent = session.resize(control->rows, control->cols);
-            break;
-        case WsControl::Signal:
-            sent = session.signal(control->signal);
-            break;
-        case WsControl::Eof:
-            if (stdin_open) {
-                stdin_open = false;
-                sent = session.close_stdin();
-            }
-            break;
+            case WsControl::Resize:
+                sent = session.resize(control->rows, control->cols);
+                break;
+            case WsControl::Signal:
+                sent = session.signal(control->signal);
+                break;
+            case WsControl::Eof:
+                if (stdin_open) {
+                    stdin_open = false;
+                    sent = session.close_stdin();
+                }
+                break;
         }
         if (!sent) {
             return;
@@ -83,7 +84,8 @@ http::Response GuestRoutes::exec_ws(const Request& request, const PathParams& pa
     return response;
 }
 
-void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& request_id, WsChannel& channel) const {
+void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& request_id,
+                                WsChannel& channel) const {
     auto first = channel.receive(WsChannel::Clock::now() + kWsFirstMessageTimeout);
     if (!first) {
         if (first.error().code == "timeout") {

@@ -20,8 +20,9 @@ std::uint16_t close_code_of(const Error& error) {
 }  // namespace
 
 TEST_CASE("the first message is an exec request in a text frame") {
-    auto exec = read_ws_start(text(R"({"command":["cat"],"env":{"A":"b"},"cwd":"/tmp","user":"1000","timeoutMs":500,)"
-                                   R"("tty":{"rows":40,"cols":120}})"));
+    auto exec =
+        read_ws_start(text(R"({"command":["cat"],"env":{"A":"b"},"cwd":"/tmp","user":"1000","timeoutMs":500,)"
+                           R"("tty":{"rows":40,"cols":120}})"));
     REQUIRE_MESSAGE(exec.has_value(), (exec ? "" : exec.error().to_string()));
     CHECK(exec->request.argv == std::vector<std::string>{"cat"});
     CHECK(exec->request.env.at("A") == "b");
@@ -56,11 +57,12 @@ TEST_CASE("a bad first message names its close code") {
         REQUIRE_FALSE(r.has_value());
         CHECK_MESSAGE(close_code_of(r.error()) == 1007, bad);
     }
-    for (const char* bad : {R"({"shell":"true","stdin":"aGk="})", R"({"shell":"true","detach":true})",
-                            R"({"shell":"true","bogus":1})", R"({"command":[]})", R"({})",
-                            R"({"shell":"x","command":["y"]})", R"({"shell":"x","tty":{"rows":0,"cols":80}})",
-                            R"({"shell":"x","tty":{"rows":24,"cols":70000}})", R"({"shell":"x","tty":5})",
-                            R"({"shell":"x","tty":{"rows":24,"lines":2}})", R"({"shell":"x","timeoutMs":-1})"}) {
+    for (const char* bad :
+         {R"({"shell":"true","stdin":"aGk="})", R"({"shell":"true","detach":true})",
+          R"({"shell":"true","bogus":1})", R"({"command":[]})", R"({})", R"({"shell":"x","command":["y"]})",
+          R"({"shell":"x","tty":{"rows":0,"cols":80}})", R"({"shell":"x","tty":{"rows":24,"cols":70000}})",
+          R"({"shell":"x","tty":5})", R"({"shell":"x","tty":{"rows":24,"lines":2}})",
+          R"({"shell":"x","timeoutMs":-1})"}) {
         auto r = read_ws_start(text(bad));
         REQUIRE_FALSE(r.has_value());
         CHECK_MESSAGE(r.error().code == "invalid_argument", bad);
@@ -89,9 +91,10 @@ TEST_CASE("control messages: resize, signal, eof") {
     CHECK(close_code_of(read_ws_control("nope").error()) == 1007);
     CHECK(close_code_of(read_ws_control(R"({"type":"dance"})").error()) == 1003);
     CHECK(close_code_of(read_ws_control(R"({"rows":1})").error()) == 1003);
-    for (const char* bad : {R"({"type":"resize","rows":0,"cols":80})", R"({"type":"resize","rows":24})",
-                            R"({"type":"resize","rows":24,"cols":80,"x":1})", R"({"type":"signal","signal":"NOPE"})",
-                            R"({"type":"signal","signal":65})", R"({"type":"signal"})", R"({"type":"eof","now":true})"}) {
+    for (const char* bad :
+         {R"({"type":"resize","rows":0,"cols":80})", R"({"type":"resize","rows":24})",
+          R"({"type":"resize","rows":24,"cols":80,"x":1})", R"({"type":"signal","signal":"NOPE"})",
+          R"({"type":"signal","signal":65})", R"({"type":"signal"})", R"({"type":"eof","now":true})"}) {
         auto r = read_ws_control(bad);
         REQUIRE_FALSE(r.has_value());
         CHECK_MESSAGE(close_code_of(r.error()) == 4400, bad);
@@ -132,7 +135,8 @@ TEST_CASE("API errors close with 4000 + status, 1013 when retryable, 1011 when i
     CHECK(body["status"] == 404);
     CHECK(body["code"] == "not_found");
     CHECK(body["requestId"] == "req_1");
-    auto framing = nlohmann::json::parse(ws_error(Error{"not JSON", 0, std::string(kWsInvalidPayload)}, "r").data);
+    auto framing =
+        nlohmann::json::parse(ws_error(Error{"not JSON", 0, std::string(kWsInvalidPayload)}, "r").data);
     CHECK(framing["status"] == 400);
     CHECK(framing["code"] == "bad_request");
 }

@@ -87,11 +87,10 @@ public:
         timeout.idle_timeout = limits_.ws_idle_timeout;
         timeout.keep_alive_pings = true;
         ws_.set_option(timeout);
-        ws_.set_option(websocket::stream_base::decorator(
-            [request_id](websocket::response_type& reply) {
-                reply.set(bhttp::field::server, "sbxd");
-                reply.set("X-Request-Id", request_id);
-            }));
+        ws_.set_option(websocket::stream_base::decorator([request_id](websocket::response_type& reply) {
+            reply.set(bhttp::field::server, "sbxd");
+            reply.set("X-Request-Id", request_id);
+        }));
         ws_.read_message_max(limits_.ws_max_message_bytes);
         ws_.auto_fragment(false);
         auto held = std::make_shared<bhttp::request<bhttp::string_body>>(std::move(request));
@@ -107,22 +106,24 @@ public:
 
 private:
     void refuse(const std::string& request_id) {
-        auto reply = std::make_shared<bhttp::response<bhttp::string_body>>(bhttp::status::service_unavailable, 11);
+        auto reply =
+            std::make_shared<bhttp::response<bhttp::string_body>>(bhttp::status::service_unavailable, 11);
         reply->set(bhttp::field::server, "sbxd");
         reply->set(bhttp::field::content_type, "application/json");
         reply->set("X-Request-Id", request_id);
-        reply->body() = api::error_body(
-            api::ApiError{503, std::string(api::code::kCapacityExceeded), "too many streams are open; retry later"},
-            request_id);
+        reply->body() = api::error_body(api::ApiError{503, std::string(api::code::kCapacityExceeded),
+                                                      "too many streams are open; retry later"},
+                                        request_id);
         reply->keep_alive(false);
         reply->prepare_payload();
         auto& stream = ws_.next_layer();
         stream.expires_after(limits_.write_timeout);
-        bhttp::async_write(stream, *reply, [self = this->shared_from_this(), reply](beast::error_code, std::size_t) {
-            beast::error_code ignored;
-            self->ws_.next_layer().socket().shutdown(Protocol::socket::shutdown_both, ignored);
-            self->ws_.next_layer().close();
-        });
+        bhttp::async_write(
+            stream, *reply, [self = this->shared_from_this(), reply](beast::error_code, std::size_t) {
+                beast::error_code ignored;
+                self->ws_.next_layer().socket().shutdown(Protocol::socket::shutdown_both, ignored);
+                self->ws_.next_layer().close();
+            });
     }
 
     void read() {
@@ -172,8 +173,7 @@ private:
             websocket::close_reason reason;
             reason.code = close->code;  // close_reason's constructor takes only Beast's named codes
             reason.reason = close->reason;
-            ws_.async_close(reason,
-                            [self = this->shared_from_this()](beast::error_code) { self->gone(); });
+            ws_.async_close(reason, [self = this->shared_from_this()](beast::error_code) { self->gone(); });
         }
     }
 

@@ -50,8 +50,8 @@ struct Running {
                 r.websocket = [](http::WsChannel& channel) {
                     while (auto m = channel.receive()) {
                         if (m->text && m->data.starts_with("close ")) {
-                            channel.close(http::WsClose{static_cast<std::uint16_t>(std::stoi(m->data.substr(6))),
-                                                        "not_found"});
+                            channel.close(http::WsClose{
+                                static_cast<std::uint16_t>(std::stoi(m->data.substr(6))), "not_found"});
                             return;
                         }
                         if (!channel.send(std::move(*m))) {
@@ -107,7 +107,8 @@ struct Client {
 };
 
 // A raw HTTP request; the reply's status and body.
-std::pair<unsigned, std::string> raw(const std::string& socket, beast::http::request<beast::http::empty_body> req) {
+std::pair<unsigned, std::string> raw(const std::string& socket,
+                                     beast::http::request<beast::http::empty_body> req) {
     asio::io_context io;
     Local::socket s(io);
     s.connect(Local::endpoint(socket));
@@ -119,7 +120,8 @@ std::pair<unsigned, std::string> raw(const std::string& socket, beast::http::req
     return {reply.result_int(), reply.body()};
 }
 
-beast::http::request<beast::http::empty_body> upgrade(const std::string& target, const std::string& version = "13") {
+beast::http::request<beast::http::empty_body> upgrade(const std::string& target,
+                                                      const std::string& version = "13") {
     beast::http::request<beast::http::empty_body> req{beast::http::verb::get, target, 11};
     req.set(beast::http::field::connection, "Upgrade");
     req.set(beast::http::field::upgrade, "websocket");

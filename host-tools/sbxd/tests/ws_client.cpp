@@ -45,8 +45,9 @@ struct Action {
 };
 
 int usage() {
-    std::cerr << "usage: sbxd_ws_client (--unix PATH | --tcp HOST:PORT) [--token KEY] [--out FILE] [--err FILE] "
-                 "TARGET FIRST [text:JSON | bytes:TEXT | file:PATH | eof | sleep:MS | wait:TEXT]...\n";
+    std::cerr
+        << "usage: sbxd_ws_client (--unix PATH | --tcp HOST:PORT) [--token KEY] [--out FILE] [--err FILE] "
+           "TARGET FIRST [text:JSON | bytes:TEXT | file:PATH | eof | sleep:MS | wait:TEXT]...\n";
     return 2;
 }
 
@@ -93,7 +94,8 @@ struct Client {
         ws.async_read(buffer, [this](beast::error_code ec, std::size_t) {
             if (ec) {
                 if (ec == websocket::error::closed) {
-                    result["close"] = {{"code", ws.reason().code}, {"reason", std::string(ws.reason().reason.c_str())}};
+                    result["close"] = {{"code", ws.reason().code},
+                                       {"reason", std::string(ws.reason().reason.c_str())}};
                 } else {
                     result["close"] = {{"code", 0}, {"reason", ec.message()}};
                 }
@@ -219,7 +221,8 @@ int main(int argc, char** argv) {
             }
             std::vector<char> chunk(64 * 1024);
             while (file.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || file.gcount() > 0) {
-                client.actions.push_back({Action::Binary, std::string(chunk.data(), static_cast<std::size_t>(file.gcount()))});
+                client.actions.push_back(
+                    {Action::Binary, std::string(chunk.data(), static_cast<std::size_t>(file.gcount()))});
             }
         } else {
             return usage();
