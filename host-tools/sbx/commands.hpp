@@ -74,9 +74,20 @@ struct ExecCommand {
     std::string status_process, attach_process;
     std::uint64_t offset = 0;
     bool no_stdin = false;
+    bool tty = false;  // --tty: a pseudo-terminal, over the WebSocket
     bool raw_events = false;  // --json given: the events as they come, not the decoded bytes
 };
 int run_exec(const Context& ctx, ExecCommand command);
+// exec's exit event, or an SSE exit's data -> our exit status: the
+// command's code, 128+N for a signal, 124 for a timeout.
+[[nodiscard]] int exit_status_of(const Json& exit);
+// A failure of sbx itself while it stands in for a command: 125, so a
+// script tells it from the command's own status.
+int own_failure(const Context& ctx, Failure failure);
+
+// commands_exec_ws.cpp: exec over the WebSocket, for --tty (a pty, raw
+// mode, resizes) and for stdin streamed from a pipe.
+int run_ws_exec(const Context& ctx, const ExecCommand& command, const Json& body);
 
 // commands_files.cpp
 int run_scp(const Context& ctx, const std::string& from, const std::string& to);

@@ -1,6 +1,7 @@
 // exec: run a command and stream its output (NDJSON), start it detached,
 // show a process's status, or attach to its output from a byte offset
 // (SSE). Routes: /work/helpers/exec-api.md, docs/api.md.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -66,8 +67,8 @@ Result<std::optional<std::string>> read_stdin(bool skip) {
     return all.empty() ? std::optional<std::string>() : std::optional<std::string>(std::move(all));
 }
 
-// exec's exit event, or an SSE exit's data -> our exit status: the
-// command's code, 128+N for a signal, 124 for a timeout.
+}  // namespace
+
 int exit_status_of(const Json& exit) {
     if (exit.value("timedOut", false)) {
         return kExitTimedOut;
@@ -81,12 +82,12 @@ int exit_status_of(const Json& exit) {
     return kExitOwnFailure;
 }
 
-// A failure of sbx itself while it stands in for a command: 125, so a
-// script tells it from the command's own status.
 int own_failure(const Context& ctx, Failure failure) {
     failure.exit_code = kExitOwnFailure;
     return ctx.out.fail(explained(ctx, std::move(failure)));
 }
+
+namespace {
 
 // The stream's head: 200 goes on, anything else is read as the API's error.
 std::optional<Failure> expect_200(HttpStream& stream) {
@@ -334,6 +335,23 @@ int run_attach(const Context& ctx, const ExecCommand& command) {
     }
 }
 
+std::optional<std::string> lookup_env(const std::string& name) {
+    const char* value = std::getenv(name.c_str());
+    return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+}
+
+// Stdin that is a pipe or a socket (of unknown length and maybe
+// interactive) or a file over kMaxStdinBytes: streamed over the WebSocket
+// rather than read whole first (a smaller file or /dev/null is read whole).
+bool stdin_is_stream() {
+    struct stat st {};
+    if (::fstat(STDIN_FILENO, &st) != 0) {
+        return false;
+    }
+    return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+           (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > kMaxStdinBytes);
+}
+
 }  // namespace
 
 int run_exec(const Context& ctx, ExecCommand command) {
@@ -343,15 +361,22 @@ int run_exec(const Context& ctx, ExecCommand command) {
     if (!command.attach_process.empty()) {
         return run_attach(ctx, command);
     }
+    if (command.tty && command.exec.detach) {
+        return ctx.out.fail(make_coded_error("usage", "exec: --tty needs an attached command, not --detach"));
+    }
+    if (command.tty || (!command.no_stdin && !command.exec.detach && stdin_is_stream())) {
+        auto body = exec_body(command.exec, lookup_env);
+        if (!body) {
+            return ctx.out.fail(body.error());
+        }
+        return run_ws_exec(ctx, command, *body);
+    }
     auto input = read_stdin(command.no_stdin || command.exec.detach);
     if (!input) {
         return ctx.out.fail(input.error());
     }
     command.exec.stdin_bytes = std::move(*input);
-    auto body = exec_body(command.exec, [](const std::string& name) -> std::optional<std::string> {
-        const char* value = std::getenv(name.c_str());
-        return value == nullptr ? std::nullopt : std::optional<std::string>(value);
-    });
+    auto body = exec_body(command.exec, lookup_env);
     if (!body) {
         return ctx.out.fail(body.error());
     }

@@ -86,6 +86,7 @@ public:
 
     [[nodiscard]] const HostAddress& address() const { return address_; }
     [[nodiscard]] bool has_api_key() const { return !api_key_.empty(); }
+    [[nodiscard]] const std::string& api_key() const { return api_key_; }
 
     // The whole reply (bodies up to 64 MiB).
     [[nodiscard]] Result<HttpReply> send(const HttpRequest& request) const;

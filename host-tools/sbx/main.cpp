@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
     exec->add_option("--timeout", e.exec.timeout, "kill it after 30s, 5m, 500ms (exit 124)")
         ->type_name("DUR");
     exec->add_flag("-n,--no-stdin", e.no_stdin, "send no stdin even when ours is not a terminal");
+    exec->add_flag("-t,--tty", e.tty, "run it on a pseudo-terminal (ours in raw mode, resizes follow)");
 
     auto* scp =
         app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");

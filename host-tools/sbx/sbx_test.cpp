@@ -6,6 +6,7 @@
 #include "host-tools/sbx/http_client.hpp"
 #include "host-tools/sbx/output.hpp"
 #include "host-tools/sbx/stream_decoders.hpp"
+#include "host-tools/sbx/ws_client.hpp"
 
 using namespace sbx;
 using namespace sbx::cli;
@@ -303,4 +304,26 @@ TEST_CASE("tables") {
           "envNames:   A,B\n"
           "startedAt:  -\n");
     CHECK(shell_words(Json{"python3", "-c", "print('hi')", ""}) == "python3 -c 'print('\\''hi'\\'')' ''");
+}
+
+TEST_CASE("exec's WebSocket messages") {
+    Json body = {{"command", {"cat"}}, {"stdin", "aGk="}, {"detach", true}, {"cwd", "/tmp"}};
+    CHECK(ws_start_message(body, std::nullopt) == Json{{"command", {"cat"}}, {"cwd", "/tmp"}});
+    CHECK(ws_start_message({{"shell", "tty"}}, TtySize{40, 120}) ==
+          Json{{"shell", "tty"}, {"tty", {{"rows", 40}, {"cols", 120}}}});
+    CHECK(Json::parse(ws_resize_message({50, 132})) == Json{{"type", "resize"}, {"rows", 50}, {"cols", 132}});
+    CHECK(Json::parse(ws_signal_message(15)) == Json{{"type", "signal"}, {"signal", 15}});
+    CHECK(Json::parse(ws_eof_message()) == Json{{"type", "eof"}});
+
+    const std::string frame("\1a\0b", 4);
+    auto out = decode_ws_output(frame);
+    REQUIRE(out.has_value());
+    CHECK(out->stream == 1);
+    CHECK(out->bytes == std::string_view("a\0b", 3));
+    auto err = decode_ws_output("\2");
+    REQUIRE(err.has_value());
+    CHECK(err->stream == 2);
+    CHECK(err->bytes.empty());
+    CHECK_FALSE(decode_ws_output("").has_value());
+    CHECK(decode_ws_output("\3x").error().code == "bad_response");
 }

@@ -9,6 +9,7 @@
 #include "guest-agent/exec/exec_client.hpp"
 #include "host-tools/sbxd/api/fields.hpp"
 #include "host-tools/sbxd/crypto/base64.hpp"
+#include "host-tools/sbxd/daemon/exec_request.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 
 namespace sbx::sbxd {
@@ -18,12 +19,6 @@ namespace {
 using http::Response;
 using nlohmann::json;
 
-struct ExecBody {
-    agent::ExecRequest request;
-    bool detach = false;
-    json command;  // what the history shows: argv, or sh -c and the line
-};
-
 // The first error among the fields read, if any.
 template <typename... Results>
 std::optional<Error> first_error(const Results&... results) {
@@ -32,13 +27,18 @@ std::optional<Error> first_error(const Results&... results) {
     return error;
 }
 
+}  // namespace
+
 Result<ExecBody> parse_exec(std::string_view text) {
     auto body = api::parse_body(text);
     if (!body) {
         return body.error();
     }
+    return parse_exec_fields(std::move(*body), ExecForm::Http);
+}
+
+Result<ExecBody> parse_exec_fields(json object, ExecForm form) {
     // `command` is an array, which Fields does not read: take it out first.
-    json object = std::move(*body);
     std::optional<json> command;
     if (auto it = object.find("command"); it != object.end() && !it->is_null()) {
         command = *it;
@@ -50,8 +50,13 @@ Result<ExecBody> parse_exec(std::string_view text) {
     auto cwd = fields.string("cwd");
     auto user = fields.string("user");
     auto timeout = fields.integer("timeoutMs", 0, 1'000'000'000'000);
-    auto stdin_text = fields.string("stdin");
-    auto detach = fields.boolean("detach");
+    // Over a WebSocket stdin is its binary messages, and nothing detaches.
+    Result<std::optional<std::string>> stdin_text = std::optional<std::string>();
+    Result<std::optional<bool>> detach = std::optional<bool>();
+    if (form == ExecForm::Http) {
+        stdin_text = fields.string("stdin");
+        detach = fields.boolean("detach");
+    }
     if (auto error = first_error(shell, env, cwd, user, timeout, stdin_text, detach)) {
         return *error;
     }
@@ -99,11 +104,7 @@ Result<ExecBody> parse_exec(std::string_view text) {
     return out;
 }
 
-std::string line(const json& object) {
-    return object.dump() + "\n";
-}
-
-json exit_line(const agent::ExitInfo& exit) {
+json exit_event(const agent::ExitInfo& exit) {
     json out = {{"type", "exit"}, {"exitCode", exit.code ? json(*exit.code) : json(nullptr)}};
     if (exit.signal) {
         out["signal"] = *exit.signal;
@@ -112,6 +113,12 @@ json exit_line(const agent::ExitInfo& exit) {
         out["timedOut"] = true;
     }
     return out;
+}
+
+namespace {
+
+std::string line(const json& object) {
+    return object.dump() + "\n";
 }
 
 // The attached exec's state, shared by the producer (std::function wants
@@ -150,7 +157,7 @@ void stream_exec(AttachedExec& exec, Store& store, http::BodyWriter& out) {
             if (event->kind == agent::ExecSession::Event::Exit) {
                 [[maybe_unused]] auto r =
                     store.finish_exec(exec.history_id, history_exit_code(event->exit.code, event->exit.signal));
-                [[maybe_unused]] auto w = out.write(line(exit_line(event->exit)));
+                [[maybe_unused]] auto w = out.write(line(exit_event(event->exit)));
                 break;
             }
             if (event->kind != agent::ExecSession::Event::Output) {

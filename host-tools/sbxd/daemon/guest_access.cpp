@@ -109,6 +109,7 @@ void GuestRoutes::add_routes(const RouteAdder& add) {
     };
     const std::string base = "/v1/sandboxes/{id}";
     route("POST", base + "/exec", &GuestRoutes::exec);
+    route("GET", base + "/exec/ws", &GuestRoutes::exec_ws, BodyMode::WebSocket);
     route("GET", base + "/processes", &GuestRoutes::list_processes);
     route("GET", base + "/processes/{proc}", &GuestRoutes::get_process);
     route("GET", base + "/processes/{proc}/output", &GuestRoutes::process_output);

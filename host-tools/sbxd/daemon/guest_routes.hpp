@@ -70,6 +70,10 @@ private:
                   std::optional<int> signal) const;
 
     Response exec(const Request& request, const PathParams& params) const;
+    // GET .../exec/ws (ws_exec_routes.cpp): the handshake's answer, whose
+    // WebSocket handler is serve_ws_exec.
+    Response exec_ws(const Request& request, const PathParams& params) const;
+    void serve_ws_exec(const std::string& sandbox_id, const std::string& request_id, http::WsChannel& channel) const;
     Response list_processes(const Request& request, const PathParams& params) const;
     Response get_process(const Request& request, const PathParams& params) const;
     Response process_output(const Request& request, const PathParams& params) const;

@@ -10,6 +10,7 @@
 #include "guest-agent/exec/exec_client.hpp"
 #include "host-tools/sbxd/api/fields.hpp"
 #include "host-tools/sbxd/crypto/base64.hpp"
+#include "host-tools/sbxd/daemon/exec_request.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 
 namespace sbx::sbxd {
@@ -60,7 +61,8 @@ Result<std::uint64_t> parse_offset(std::string_view text, std::string_view what)
     return value;
 }
 
-// "TERM", "SIGTERM" or "15".
+}  // namespace
+
 Result<int> parse_signal(const json& value) {
     static constexpr std::pair<std::string_view, int> kNames[] = {
         {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"TERM", SIGTERM},
@@ -88,8 +90,6 @@ Result<int> parse_signal(const json& value) {
     }
     return api::invalid_argument("signal must be a name (TERM, SIGKILL, ...) or a number 1 to 64");
 }
-
-}  // namespace
 
 Response GuestRoutes::list_processes(const Request& request, const PathParams& params) const {
     const std::string& id = params.at("id");

@@ -36,11 +36,11 @@ std::string_view Request::header(std::string_view name) const {
 Response Response::ok(nlohmann::json fields, std::string_view request_id, int status) {
     nlohmann::json body = {{"ok", true}, {"requestId", request_id}};
     body.update(fields);
-    return Response{status, body.dump(), {}, {}};
+    return Response{status, body.dump(), {}, {}, {}};
 }
 
 Response Response::error(const api::ApiError& error, std::string_view request_id) {
-    return Response{error.status, api::error_body(error, request_id), {}, {}};
+    return Response{error.status, api::error_body(error, request_id), {}, {}, {}};
 }
 
 Response Response::error(const Error& error, std::string_view request_id) {

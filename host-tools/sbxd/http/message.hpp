@@ -15,6 +15,7 @@
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/auth/principal.hpp"
 #include "host-tools/sbxd/http/stream.hpp"
+#include "host-tools/sbxd/http/ws_channel.hpp"
 
 namespace sbx::sbxd::http {
 
@@ -35,6 +36,9 @@ struct Request {
     // Instead of `body`, for routes whose body is streamed (Router::add
     // with BodyMode::Streamed): read it from here, on the handler's thread.
     std::shared_ptr<BodyReader> body_stream;
+    // A valid WebSocket opening handshake (RFC 6455 §4.2.1): only routes
+    // added with BodyMode::WebSocket take it, and only it reaches them.
+    bool websocket = false;
     std::string request_id;
     Transport transport = Transport::Unix;
     Principal principal;  // set by the daemon's authentication before routing
@@ -48,6 +52,9 @@ struct Request {
 // Produces a streamed response body on a thread of its own; it returns
 // when the body is complete (or the writer says the client is gone).
 using BodyProducer = std::function<void(BodyWriter&)>;
+// Runs a WebSocket connection on a thread of its own, once the server has
+// accepted the handshake; the connection closes when it returns.
+using WsHandler = std::function<void(WsChannel&)>;
 
 struct Response {
     int status = 200;
@@ -56,6 +63,9 @@ struct Response {
     // When set, the body instead: sent with chunked transfer coding as the
     // producer writes it (HTTP/1.0: until the connection closes).
     BodyProducer stream;
+    // For a WebSocket request: the handshake is accepted (101) and this
+    // runs the connection; status, body and headers are not sent.
+    WsHandler websocket;
 
     // {"ok":true, "requestId":..., ...fields}
     [[nodiscard]] static Response ok(nlohmann::json fields, std::string_view request_id, int status = 200);

@@ -69,6 +69,15 @@ Response Router::dispatch(const Request& request) const {
             continue;
         }
         if (route.method == request.method) {
+            if (request.websocket != (route.body == BodyMode::WebSocket)) {
+                auto why = request.websocket
+                               ? make_coded_error(api::code::kBadRequest, "{} {} is not a WebSocket", request.method,
+                                                  request.path)
+                               : make_coded_error(api::code::kBadRequest,
+                                                  "{} {} is a WebSocket: send an Upgrade: websocket handshake",
+                                                  request.method, request.path);
+                return Response::error(why, request.request_id);
+            }
             return route.handler(request, *params);
         }
         if (allowed.find(route.method) == std::string::npos) {

@@ -18,8 +18,11 @@ using PathParams = std::map<std::string, std::string, std::less<>>;
 using Handler = std::function<Response(const Request&, const PathParams&)>;
 
 // A route's request body is read whole (up to the server's body limit)
-// before the handler runs, or streamed to it (Request::body_stream).
-enum class BodyMode { Whole, Streamed };
+// before the handler runs, or streamed to it (Request::body_stream); or
+// the route is a WebSocket (RFC 6455), whose handler answers with
+// Response::websocket. A WebSocket handshake to any other route, and a
+// plain request to a WebSocket route, are 400 bad_request.
+enum class BodyMode { Whole, Streamed, WebSocket };
 
 class Router {
 public:

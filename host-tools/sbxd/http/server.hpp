@@ -42,7 +42,9 @@ struct ServerLimits {
     std::chrono::seconds read_timeout{30};  // one request's headers and body
     std::chrono::seconds write_timeout{30};  // each write, a streamed chunk's too
     std::size_t stream_buffer_bytes = 1024 * 1024;  // queued per streamed body, each way
-    std::size_t max_streams = 512;  // producers and upload handlers at once; past it 503
+    std::size_t max_streams = 512;  // producers, upload and WebSocket handlers at once; past it 503
+    std::size_t ws_max_message_bytes = 1024 * 1024;  // a bigger WebSocket message closes with 1009
+    std::chrono::seconds ws_idle_timeout{60};  // a WebSocket peer silent this long (pings at half) is dropped
 };
 
 // Runs on a worker thread (a stream thread for a streamed body); may block.

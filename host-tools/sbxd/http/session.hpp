@@ -19,6 +19,7 @@
 #include "base/log.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/http/ws_session.hpp"
 
 namespace sbx::sbxd::http::detail {
 
@@ -93,6 +94,12 @@ private:
         head_.query = std::move(target->second);
         for (const auto& field : header) {
             head_.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+        }
+        if (websocket::is_upgrade(header)) {
+            if (auto why = bad_handshake(header); !why.empty()) {
+                return reply_and_close(api::code::kBadRequest, why);
+            }
+            head_.websocket = true;
         }
         const bool streamed = context_.streams_body && (*context_.streams_body)(head_);
         if (auto length = parser_->content_length();
@@ -283,6 +290,9 @@ private:
     }
 
     void write(Response response, const std::string& request_id) {
+        if (response.websocket && head_websocket()) {
+            return start_websocket(std::move(response), request_id);
+        }
         if (response.stream) {
             return write_stream(std::move(response), request_id);
         }
@@ -299,6 +309,20 @@ private:
             }
             self->next_request();
         });
+    }
+
+    [[nodiscard]] bool head_websocket() const {
+        return parser_ && websocket::is_upgrade(parser_->get());
+    }
+
+    // The connection is a WebSocket from here on (RFC 6455 §4.2.2): this
+    // session hands its socket to a WsSession and ends. Bytes the client
+    // sent after the handshake before its 101 are not WebSocket frames it
+    // may send yet (§4.1), so none are kept.
+    void start_websocket(Response response, const std::string& request_id) {
+        auto ws = std::make_shared<WsSession<Protocol>>(std::move(stream_), context_.limits);
+        closed_ = true;
+        ws->start(context_.threads, parser_->release(), std::move(response.websocket), request_id);
     }
 
     void next_request() {

@@ -60,35 +60,29 @@ private:
 };
 
 // Copies bytes both ways until both directions end; a half-close is
-// passed on (shutdown(SHUT_WR)), as the VMM's vsock does.
-void splice_both(UniqueFd a, UniqueFd b) {
-    pollfd fds[2] = {{a.get(), POLLIN, 0}, {b.get(), POLLIN, 0}};
-    bool open[2] = {true, true};
+// passed on (shutdown(SHUT_WR)), as the VMM's vsock does. A thread per
+// direction, so that a full socket one way (cat echoing stdin that comes
+// faster than it is read back) never stops the other.
+void copy_one_way(int from, int to) {
     char buffer[65536];
-    while (open[0] || open[1]) {
-        if (::poll(fds, 2, -1) < 0) {
+    while (true) {
+        ssize_t n = ::read(from, buffer, sizeof buffer);
+        if (n == 0) {
+            ::shutdown(to, SHUT_WR);
             return;
         }
-        for (int i = 0; i < 2; ++i) {
-            if (!open[i] || fds[i].revents == 0) {
-                continue;
-            }
-            ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
-            int to = fds[1 - i].fd;
-            if (n <= 0) {
-                open[i] = false;
-                fds[i].fd = -1;
-                ::shutdown(to, SHUT_WR);
-                if (n < 0) {
-                    return;
-                }
-                continue;
-            }
-            if (!write_all(to, buffer, static_cast<std::size_t>(n))) {
-                return;
-            }
+        if (n < 0 || !write_all(to, buffer, static_cast<std::size_t>(n))) {
+            ::shutdown(from, SHUT_RDWR);
+            ::shutdown(to, SHUT_RDWR);
+            return;
         }
     }
+}
+
+void splice_both(UniqueFd a, UniqueFd b) {
+    std::thread back([&] { copy_one_way(b.get(), a.get()); });
+    copy_one_way(a.get(), b.get());
+    back.join();
 }
 
 // The hybrid vsock stand-in: one thread per connection.

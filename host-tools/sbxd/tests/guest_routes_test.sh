@@ -2,10 +2,11 @@
 # The exec, process and file routes end to end with curl: sbxd's server
 # and API (sbxd_guest_fixture) over a real sbx-agent on the host, reached
 # through a stand-in for the VMM's hybrid vsock socket. Needs no guest
-# (suite unit). Usage: guest_routes_test.sh FIXTURE SBX_AGENT
+# (suite unit). Usage: guest_routes_test.sh FIXTURE SBX_AGENT WS_CLIENT
 set -euo pipefail
 fixture=$1
 agent=$2
+ws_client=$3
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
@@ -139,6 +140,48 @@ py e3 'b["code"] == "invalid_state"'
 [ "$(status e6 "$base/processes/pnope")" = 404 ] || fail "unknown process: $(cat "$tmp/e6")"
 [ "$(status e7 -X PUT --data-binary x "$base/files?path=$g/no/such/dir/f")" = 404 ] || fail "put without a parent: $(cat "$tmp/e7")"
 [ "$(status e8 -X POST "$base/exec" -d "{\"command\":[\"true\"],\"cwd\":\"/nonexistent-dir\",\"user\":\"$uid\"}")" = 404 ] || fail "missing cwd: $(cat "$tmp/e8")"
+
+# 8. Exec over a WebSocket: stdin round trip of binary bytes, a pty with
+# its size and a resize, signals, and the close codes.
+ws() { "$ws_client" --unix "$tmp/sbxd.sock" "$@"; }
+# wspy NAME EXPR: EXPR over the client's summary line `b` in $tmp/NAME
+wspy() {
+    python3 -c 'import json,sys; b=json.loads(open(sys.argv[1]).read()); sys.exit(0 if eval(sys.argv[2]) else 1)' \
+        "$tmp/$1" "$2" || fail "$1: $2: $(head -c 600 "$tmp/$1")"
+}
+wsbase=/v1/sandboxes/sbx_run/exec/ws
+head -c 3000000 /dev/urandom >"$tmp/blob"
+printf 'a\0b\0' >>"$tmp/blob"
+ws --out "$tmp/ws1.out" "$wsbase" "{\"command\":[\"cat\"],\"user\":\"$uid\"}" "file:$tmp/blob" eof >"$tmp/ws1"
+wspy ws1 'b["exit"]["exitCode"] == 0 and b["close"]["code"] == 1000 and b["messages"][0]["type"] == "start"'
+cmp -s "$tmp/blob" "$tmp/ws1.out" || fail "ws stdin round trip: $(wc -c <"$tmp/ws1.out") bytes back"
+ws --out "$tmp/ws2.out" "$wsbase" "{\"shell\":\"tty; stty size; read x; stty size; exit 7\",\"user\":\"$uid\",\"tty\":{\"rows\":33,\"cols\":101}}" \
+    'wait:33 101' 'text:{"type":"resize","rows":50,"cols":132}' 'bytes:go
+' >"$tmp/ws2"
+wspy ws2 'b["exit"]["exitCode"] == 7 and b["close"]["code"] == 1000'
+python3 - "$tmp/ws2.out" <<'PY' || fail "ws tty: $(cat -A "$tmp/ws2.out")"
+import re, sys
+lines = open(sys.argv[1], "rb").read().decode().split("\r\n")
+assert re.fullmatch(r"/dev/pts/\d+", lines[0]), lines
+assert [l for l in lines if re.fullmatch(r"\d+ \d+", l)] == ["33 101", "50 132"], lines
+PY
+ws "$wsbase" "{\"shell\":\"sleep 30\",\"user\":\"$uid\"}" 'text:{"type":"signal","signal":"TERM"}' >"$tmp/ws3"
+wspy ws3 'b["exit"]["signal"] == 15 and b["exit"]["exitCode"] is None'
+ws "$wsbase" '{"shell":' >"$tmp/ws4"
+wspy ws4 'b["close"]["code"] == 1007 and b["error"]["code"] == "bad_request"'
+ws "$wsbase" 'binary:{"shell":"true"}' >"$tmp/ws5"
+wspy ws5 'b["close"]["code"] == 1003'
+ws /v1/sandboxes/sbx_nope/exec/ws '{"shell":"true"}' >"$tmp/ws6"
+wspy ws6 'b["close"] == {"code": 4404, "reason": "not_found"} and b["error"]["status"] == 404'
+ws /v1/sandboxes/sbx_off/exec/ws '{"shell":"true"}' >"$tmp/ws7"
+wspy ws7 'b["close"]["code"] == 4409 and b["error"]["code"] == "invalid_state"'
+ws "$wsbase" '{"shell":"true","stdin":"eA=="}' >"$tmp/ws8"
+wspy ws8 'b["close"]["code"] == 4400 and b["error"]["code"] == "invalid_argument"'
+ws "$wsbase" "{\"shell\":\"cat\",\"user\":\"$uid\"}" 'text:{"type":"dance"}' >"$tmp/ws9"
+wspy ws9 'b["close"]["code"] == 1003 and b["exit"] is None'
+ws /v1/sandboxes/sbx_run/exec '{}' >"$tmp/ws10"
+wspy ws10 'b["httpStatus"] == 405'
+[ "$(status ws11 "$base/exec/ws")" = 400 ] || fail "a plain GET of exec/ws: $(cat "$tmp/ws11")"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures failures" >&2
