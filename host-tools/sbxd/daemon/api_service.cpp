@@ -1,7 +1,6 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <variant>
 
