@@ -11,6 +11,7 @@
 #pragma once
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -46,7 +47,8 @@ class WsSession : public std::enable_shared_from_this<WsSession<Protocol>> {
 public:
     using Stream = beast::basic_stream<Protocol, asio::any_io_executor, beast::unlimited_rate_policy>;
 
-    WsSession(Stream stream, const ServerLimits& limits) : ws_(std::move(stream)), limits_(limits) {}
+    WsSession(Stream stream, const ServerLimits& limits)
+        : ws_(std::move(stream)), limits_(limits), keepalive_(ws_.get_executor()) {}
 
     // Starts `handler` on a stream thread, then answers the handshake;
     // when no thread is free, answers 503 capacity_exceeded instead.
@@ -79,8 +81,11 @@ public:
             return refuse(request_id);
         }
         // Alive until the connection is over: while the handler is behind
-        // (no read pending, nothing to write) no operation holds it.
-        self_ = this->shared_from_this();
+        // (no read pending, nothing to write) no other operation holds it.
+        // A pending wait rather than a pointer to itself, so that an
+        // io_context that stops first still frees it with its handlers.
+        keepalive_.expires_at(asio::steady_timer::time_point::max());
+        keepalive_.async_wait([self = this->shared_from_this()](beast::error_code) {});
         beast::get_lowest_layer(ws_).expires_never();
         websocket::stream_base::timeout timeout{};
         timeout.handshake_timeout = limits_.write_timeout;
@@ -183,7 +188,7 @@ private:
             return;
         }
         done_ = true;
-        auto keep = std::move(self_);  // released on return
+        keepalive_.cancel();  // its handler, run later, lets go of this
         channel_->peer_gone();
         if (!close_sent_) {
             // Ends a pending read or write; a close handshake under way
@@ -202,7 +207,7 @@ private:
     bool writing_ = false;
     bool close_sent_ = false;
     bool done_ = false;
-    std::shared_ptr<WsSession> self_;
+    asio::steady_timer keepalive_;
 };
 
 }  // namespace sbx::sbxd::http::detail
