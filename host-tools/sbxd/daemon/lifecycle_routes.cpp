@@ -23,12 +23,11 @@ void ApiService::reschedule() const {
     }
 }
 
-Response ApiService::ttl_sandbox(const Request& request, const PathParams& params) const {
-    auto parsed = api::parse_ttl(request.body, info_.min_ttl_seconds);
-    if (!parsed) {
-        return Response::error(parsed.error(), request.request_id);
-    }
-    auto sandbox = store_.get_sandbox(params.at("id"));
+// A ttl or idle change of one sandbox: refused while it is being deleted;
+// the timers are re-armed and the changed row is the answer.
+Response ApiService::change_timers(const Request& request, const std::string& id,
+                                   const std::function<Result<void>(const SandboxRecord&)>& change) const {
+    auto sandbox = store_.get_sandbox(id);
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
     }
@@ -37,14 +36,7 @@ Response ApiService::ttl_sandbox(const Request& request, const PathParams& param
             make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
             request.request_id);
     }
-    const UnixMillis now = clock_();
-    AutoStop next;
-    if (!parsed->no_auto_stop) {
-        const std::int64_t ttl =
-            parsed->ttl_seconds.value_or(sandbox->ttl_seconds.value_or(api::kDefaultTtlSeconds));
-        next = AutoStop{now + ttl * 1000, ttl};
-    }
-    if (auto set = store_.set_auto_stop(sandbox->id, next, now); !set) {
+    if (auto set = change(*sandbox); !set) {
         return Response::error(set.error(), request.request_id);
     }
     reschedule();
@@ -55,29 +47,31 @@ Response ApiService::ttl_sandbox(const Request& request, const PathParams& param
     return Response::ok({{"sandbox", sandbox_json(*changed, info_.host_name)}}, request.request_id);
 }
 
+Response ApiService::ttl_sandbox(const Request& request, const PathParams& params) const {
+    auto parsed = api::parse_ttl(request.body, info_.min_ttl_seconds);
+    if (!parsed) {
+        return Response::error(parsed.error(), request.request_id);
+    }
+    return change_timers(request, params.at("id"), [&](const SandboxRecord& sandbox) {
+        const UnixMillis now = clock_();
+        AutoStop next;
+        if (!parsed->no_auto_stop) {
+            const std::int64_t ttl =
+                parsed->ttl_seconds.value_or(sandbox.ttl_seconds.value_or(api::kDefaultTtlSeconds));
+            next = AutoStop{now + ttl * 1000, ttl};
+        }
+        return store_.set_auto_stop(sandbox.id, next, now);
+    });
+}
+
 Response ApiService::idle_sandbox(const Request& request, const PathParams& params) const {
     auto parsed = api::parse_idle(request.body);
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    auto sandbox = store_.get_sandbox(params.at("id"));
-    if (!sandbox) {
-        return Response::error(sandbox.error(), request.request_id);
-    }
-    if (sandbox->state == SandboxState::Deleting) {
-        return Response::error(
-            make_coded_error(api::code::kInvalidState, "sandbox {} is being deleted", sandbox->id),
-            request.request_id);
-    }
-    if (auto set = store_.set_idle_minutes(sandbox->id, parsed->idle_minutes, clock_()); !set) {
-        return Response::error(set.error(), request.request_id);
-    }
-    reschedule();
-    auto changed = store_.get_sandbox(sandbox->id);
-    if (!changed) {
-        return Response::error(changed.error(), request.request_id);
-    }
-    return Response::ok({{"sandbox", sandbox_json(*changed, info_.host_name)}}, request.request_id);
+    return change_timers(request, params.at("id"), [&](const SandboxRecord& sandbox) {
+        return store_.set_idle_minutes(sandbox.id, parsed->idle_minutes, clock_());
+    });
 }
 
 Result<SandboxRecord> ApiService::restart_auto_stop(const SandboxRecord& sandbox) const {
