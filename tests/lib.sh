@@ -9,6 +9,9 @@ unset a
 
 fail() {
   echo "FAIL: $*" >&2
+  # the harness's verdict on level 1 and a level-1 oops, if any (tests/run
+  # repeats these lines at its end)
+  printf '%s\n' "${log:-}" | grep -E '^nested: (error|level-1 oops): ' >&2 || true
   # a guest triple fault's last exits (tests/nested, SBX_HARNESS_KVM_TRACE)
   case "${log:-}" in
     *"nested: level-1 KVM trace ("*) printf '%s\n' "$log" | awk '/^nested: level-1 KVM trace \(/ { p = 1; print; next } p && /^  \| / { print; next } { p = 0 }' >&2
@@ -94,7 +97,7 @@ expect_contains() {
 # When level 1 itself fails — the harness's "level 1 wedged" (249) or "the
 # level-1 kernel panicked" (250), which QEMU microvm and kvmtool runs hit as
 # well (tests/harness/README.md, "Lifetimes and the references") — the run
-# is repeated, up to SBX_HARNESS_RETRIES (1) times. So is a failed run in
+# is repeated, up to SBX_HARNESS_RETRIES (2) times. So is a failed run in
 # which a guest triple-faulted although its page tables, in the memory
 # sbx-vmm dumped (SBX_VMM_CRASH_DUMP_DIR=$work), map the IDT entries and
 # the rip the CPU faulted on: no x86 CPU faults on present mappings, so the
@@ -105,7 +108,7 @@ expect_contains() {
 # Any other failure of CMD, whatever its status, is never repeated.
 run_nested() {
   local out=$1; shift
-  local attempt=0 retries=${SBX_HARNESS_RETRIES:-1} why
+  local attempt=0 retries=${SBX_HARNESS_RETRIES:-2} why
   while :; do
     set +e
     "$src/tests/nested" "$@" >"$out" 2>&1
