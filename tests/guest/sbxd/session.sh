@@ -42,6 +42,13 @@ for part in "${parts[@]}"; do
   # shellcheck source=/dev/null
   . "$here/$part.sh"
   echo "SBXD-TIME: part $part $(elapsed "$t_part") s"
+  # A guest triple-faulted (sbx-vmm dumped its memory): the run is judged,
+  # and perhaps run again, on that dump (tests/lib.sh run_nested), so the
+  # parts after this one would only make a retry later.
+  if dumps=$(compgen -G "$logdir/sbx-vmm-*.mem"); then
+    bad "a guest triple-faulted during part $part (${dumps//$'\n'/ }); the session ends here"
+    break
+  fi
 done
 kill "$sbxd_pid"; wait "$sbxd_pid"
 check "sbxd exits 0 on SIGTERM" 0 "$?"
