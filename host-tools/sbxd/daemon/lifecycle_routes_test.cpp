@@ -2,14 +2,13 @@
 // driver that only moves states: validation, what the store keeps, and
 // which requests resume a paused sandbox.
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/testing/temp_dir.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
@@ -76,18 +75,14 @@ struct StateDriver final : SandboxDriver {
 };
 
 struct Fixture {
-    std::string dir;
-    std::unique_ptr<Store> store;
+    testing::TempDir dir{"sbxd-lifecycle-api"};
+    std::unique_ptr<Store> store = testing::open_store(dir.db());
     StateDriver driver;
     UnixMillis now = kT0;
     std::unique_ptr<LifecycleScheduler> lifecycle;
     std::unique_ptr<ApiService> service;
 
     explicit Fixture(std::int64_t min_ttl_seconds = api::kMinTtlSeconds) {
-        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-lifecycle-api-XXXXXX").string();
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        dir = templ;
-        store = std::move(Store::open(dir + "/sbxd.db").value());
         driver.store = store.get();
         api::HostLimits limits;
         limits.host_cpus = 2;
@@ -118,7 +113,6 @@ struct Fixture {
             REQUIRE(store->create_sandbox(s, std::nullopt).has_value());
         }
     }
-    ~Fixture() { std::filesystem::remove_all(dir); }
 
     http::Response call(std::string method, std::string target, std::string body = {},
                         http::Transport transport = http::Transport::Unix, http::Pairs headers = {}) const {

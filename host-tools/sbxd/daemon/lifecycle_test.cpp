@@ -1,35 +1,18 @@
 #include "host-tools/sbxd/daemon/lifecycle.hpp"
 
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
-#include <filesystem>
+#include "host-tools/sbxd/testing/temp_dir.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
+using sbx::sbxd::testing::open_store;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr UnixMillis kT0 = 1'700'000'000'000;
 constexpr UnixMillis kMinute = 60'000;
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-lifecycle-XXXXXX").string();
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    [[nodiscard]] std::string db() const { return path + "/sbxd.db"; }
-};
-
-std::unique_ptr<Store> open_store(const std::string& path) {
-    auto store = Store::open(path);
-    REQUIRE_MESSAGE(store.has_value(), (store ? "" : store.error().to_string()));
-    return std::move(*store);
-}
 
 SandboxRecord running(const std::string& id, std::optional<std::int64_t> ttl_seconds,
                       std::optional<int> idle) {
@@ -53,7 +36,7 @@ SandboxRecord running(const std::string& id, std::optional<std::int64_t> ttl_sec
 // The store, a fake clock and a stop that does what the driver's does to
 // the store (stopping, then stopped or paused, with the reason).
 struct Fixture {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-lifecycle"};
     std::unique_ptr<Store> store = open_store(dir.db());
     UnixMillis now = kT0;
     std::vector<std::pair<std::string, LifecycleAction>> stops;
@@ -196,7 +179,7 @@ TEST_CASE("the auto-stop of a paused sandbox stops it; a lease does not hold off
 }
 
 TEST_CASE("after a restart the store gives the same deadlines") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-lifecycle"};
     std::vector<Deadline> before;
     UnixMillis now = kT0 + 2 * kMinute;
     auto no_stop = [](const std::string&, LifecycleAction) -> Result<void> { return ok(); };
@@ -236,7 +219,7 @@ TEST_CASE("a stop that fails is tried again after retry_after, not at once") {
 }
 
 TEST_CASE("on an io_context the timer wakes at the earliest deadline") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-lifecycle"};
     auto store = open_store(dir.db());
     boost::asio::io_context io;
     auto now = [] {

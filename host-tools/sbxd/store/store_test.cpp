@@ -11,28 +11,13 @@
 #include <string>
 
 #include "host-tools/sbxd/store/schema.hpp"
+#include "host-tools/sbxd/testing/temp_dir.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
+using sbx::sbxd::testing::open_store;
 
 namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-store-XXXXXX").string();
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    [[nodiscard]] std::string db() const { return path + "/sbxd.db"; }
-};
-
-std::unique_ptr<Store> open_store(const std::string& path) {
-    auto store = Store::open(path);
-    REQUIRE_MESSAGE(store.has_value(), (store ? "" : store.error().to_string()));
-    return std::move(*store);
-}
 
 SandboxRecord sample(const std::string& id, UnixMillis now = 1'000'000) {
     SandboxRecord s;
@@ -56,7 +41,7 @@ SandboxRecord sample(const std::string& id, UnixMillis now = 1'000'000) {
 }  // namespace
 
 TEST_CASE("a new store has the latest schema and reopening keeps it") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     {
         auto store = open_store(dir.db());
         CHECK(store->schema_version().value() == Store::latest_schema_version());
@@ -66,7 +51,7 @@ TEST_CASE("a new store has the latest schema and reopening keeps it") {
 }
 
 TEST_CASE("a version 3 file migrates: the auto-stop's length comes from its deadline") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
     std::string v3 =
@@ -94,7 +79,7 @@ TEST_CASE("a version 3 file migrates: the auto-stop's length comes from its dead
 }
 
 TEST_CASE("a file from a newer sbxd is refused") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     { open_store(dir.db()); }
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(dir.db().c_str(), &raw) == SQLITE_OK);
@@ -107,7 +92,7 @@ TEST_CASE("a file from a newer sbxd is refused") {
 }
 
 TEST_CASE("sandboxes round-trip with every field") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     SandboxRecord s = sample("sbx_a");
     s.vmm = VmmProcess{1234, 5678, "/tmp/x/control.sock"};
@@ -124,7 +109,7 @@ TEST_CASE("sandboxes round-trip with every field") {
 }
 
 TEST_CASE("list filters by every label given and by any of the states") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     SandboxRecord a = sample("sbx_a", 1);
     SandboxRecord b = sample("sbx_b", 2);
@@ -156,7 +141,7 @@ TEST_CASE("list filters by every label given and by any of the states") {
 }
 
 TEST_CASE("state changes follow the state machine, set start times and clear the VMM") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
     VmmProcess vmm{42, 777, "/run/x.sock"};
@@ -190,7 +175,7 @@ TEST_CASE("state changes follow the state machine, set start times and clear the
 }
 
 TEST_CASE("touch, auto-stop and idle updates") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
     REQUIRE(store->touch("sbx_a", 5'000'000).has_value());
@@ -221,7 +206,7 @@ TEST_CASE("touch, auto-stop and idle updates") {
 }
 
 TEST_CASE("idempotency keys replay the same body, refuse another, and expire after 24 h") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     const UnixMillis t0 = 10'000'000'000;
     IdempotencyClaim claim{"key-1", "hash-a"};
@@ -247,7 +232,7 @@ TEST_CASE("idempotency keys replay the same body, refuse another, and expire aft
 }
 
 TEST_CASE("fork keys replay the children, refuse another body, forget deleted children and expire") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     const UnixMillis now = 1'000'000;
     const IdempotencyClaim claim{"fork-1", "hash-a"};
@@ -276,7 +261,7 @@ TEST_CASE("fork keys replay the children, refuse another body, forget deleted ch
 }
 
 TEST_CASE("deleting a sandbox takes its keys and history and leaves named snapshots") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     REQUIRE(store->create_sandbox(sample("sbx_a"), IdempotencyClaim{"k", "h"}).has_value());
     REQUIRE(store->add_api_key({"key_1", "ab12", "guest", "sbx_a", 1}).has_value());
@@ -299,7 +284,7 @@ TEST_CASE("deleting a sandbox takes its keys and history and leaves named snapsh
 }
 
 TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     ApiKeyRecord host{"key_1", "hash1", "ci", std::nullopt, 10};
     REQUIRE(store->add_api_key(host).has_value());
@@ -313,7 +298,7 @@ TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
 }
 
 TEST_CASE("named snapshots: unique names, list, remove; machine, size and CPU signature kept") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     SnapshotRecord snap{"py-ready", "sbx_gone", true, "default", 8, 100, 2, 4096, 1 << 30, "GenuineIntel/6/85/7/ab"};
     REQUIRE(store->add_snapshot(snap).has_value());
@@ -331,7 +316,7 @@ TEST_CASE("named snapshots: unique names, list, remove; machine, size and CPU si
 }
 
 TEST_CASE("prune drops what outlived its retention and nothing else") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
     const UnixMillis now = 100LL * 24 * 3600 * 1000;
     REQUIRE(store->create_sandbox(sample("sbx_a", now), IdempotencyClaim{"k", "h"}).has_value());
@@ -348,7 +333,7 @@ TEST_CASE("prune drops what outlived its retention and nothing else") {
 }
 
 TEST_CASE("a crash in the middle of a transaction leaves the state before it") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     {
         auto store = open_store(dir.db());
         REQUIRE(store->create_sandbox(sample("sbx_kept"), std::nullopt).has_value());
@@ -393,7 +378,7 @@ TEST_CASE("a crash in the middle of a transaction leaves the state before it") {
 }
 
 TEST_CASE("a transaction that committed before the crash is kept whole") {
-    TempDir dir;
+    testing::TempDir dir{"sbxd-store"};
     { open_store(dir.db()); }
     pid_t child = ::fork();
     REQUIRE(child >= 0);

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "host-tools/sbxd/testing/temp_dir.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
 namespace sbx::sbxd::testing {
@@ -22,16 +23,6 @@ namespace sbx::sbxd::testing {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = "/tmp/sbxd-driver-test.XXXXXX";
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
 
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -63,10 +54,10 @@ inline std::uint64_t be64(const std::string& s, std::size_t at) {
 }
 
 struct Fixture {
-    TempDir dir;
+    TempDir dir{"sbxd-driver-test"};
     std::unique_ptr<Store> store;
-    std::string images = dir.path + "/images";
-    std::string state = dir.path + "/state";
+    std::string images = dir.path() + "/images";
+    std::string state = dir.path() + "/state";
     Fixture() {
         make_images(images);
         fs::create_directories(state);

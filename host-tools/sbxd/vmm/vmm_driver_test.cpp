@@ -44,9 +44,9 @@ TEST_CASE("CIDs: the lowest free one from 3, each live VMM its own") {
 }
 
 TEST_CASE("a sandbox folder: its files, vmm.json written whole and read back") {
-    TempDir dir;
-    SandboxFiles f(dir.path, "sbx_1");
-    CHECK(f.dir() == dir.path + "/sandboxes/sbx_1");
+    TempDir dir{"sbxd-driver-test"};
+    SandboxFiles f(dir.path(), "sbx_1");
+    CHECK(f.dir() == dir.path() + "/sandboxes/sbx_1");
     REQUIRE(f.create().has_value());
     CHECK_FALSE(f.create().has_value());
     CHECK_FALSE(f.read_vmm().has_value());
@@ -70,19 +70,19 @@ TEST_CASE("a sandbox folder: its files, vmm.json written whole and read back") {
 }
 
 TEST_CASE("boot images: the newest complete entry of each target") {
-    TempDir dir;
-    CHECK(find_boot_image(dir.path, "default").error().code == "not_found");
-    make_images(dir.path);
-    write_file(dir.path + "/rootfs/cccc/rootfs.ext4", "half built");  // no .complete
-    auto image = find_boot_image(dir.path, "default");
+    TempDir dir{"sbxd-driver-test"};
+    CHECK(find_boot_image(dir.path(), "default").error().code == "not_found");
+    make_images(dir.path());
+    write_file(dir.path() + "/rootfs/cccc/rootfs.ext4", "half built");  // no .complete
+    auto image = find_boot_image(dir.path(), "default");
     REQUIRE(image.has_value());
-    CHECK(image->kernel == dir.path + "/kernel/aaaa/vmlinux");
-    CHECK(image->disk == dir.path + "/rootfs/bbbb/rootfs.ext4");
+    CHECK(image->kernel == dir.path() + "/kernel/aaaa/vmlinux");
+    CHECK(image->disk == dir.path() + "/rootfs/bbbb/rootfs.ext4");
     std::this_thread::sleep_for(20ms);
-    write_file(dir.path + "/rootfs/dddd/rootfs.ext4", "newer");
-    write_file(dir.path + "/rootfs/dddd/.complete", "");
-    CHECK(find_boot_image(dir.path, "default")->disk == dir.path + "/rootfs/dddd/rootfs.ext4");
-    CHECK(find_boot_image(dir.path, "python").error().code == "not_found");
+    write_file(dir.path() + "/rootfs/dddd/rootfs.ext4", "newer");
+    write_file(dir.path() + "/rootfs/dddd/.complete", "");
+    CHECK(find_boot_image(dir.path(), "default")->disk == dir.path() + "/rootfs/dddd/rootfs.ext4");
+    CHECK(find_boot_image(dir.path(), "python").error().code == "not_found");
 }
 
 TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
@@ -121,8 +121,8 @@ TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk a
     Fixture fx;
     // Records its arguments and its pid, then waits for ever. (A create
     // that fails starts no warm template build.)
-    const std::string fake = fx.dir.path + "/fake-vmm";
-    write_file(fake, "#!/bin/sh\necho \"$@\" >> " + fx.dir.path + "/args\necho $$ >> " + fx.dir.path +
+    const std::string fake = fx.dir.path() + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\necho \"$@\" >> " + fx.dir.path() + "/args\necho $$ >> " + fx.dir.path() +
                          "/pids\nexec sleep 600\n",
                0755);
     std::string id;
@@ -145,7 +145,7 @@ TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk a
         const std::string backing = disk.substr(be64(disk, 8), be64(disk, 16) >> 32);
         CHECK(backing == fx.images + "/rootfs/bbbb/rootfs.ext4");
         std::string line;
-        std::istringstream args(read_file(fx.dir.path + "/args"));
+        std::istringstream args(read_file(fx.dir.path() + "/args"));
         for (std::string l; std::getline(args, l);) {
             if (l.find("--disk " + f.disk()) != std::string::npos) {
                 line = l;
@@ -161,7 +161,7 @@ TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk a
         CHECK_FALSE(fs::exists(f.dir()));
     }
     // The driver is gone: no fake VMM runs, and no template was begun.
-    std::istringstream pids(read_file(fx.dir.path + "/pids"));
+    std::istringstream pids(read_file(fx.dir.path() + "/pids"));
     int count = 0;
     for (std::string p; std::getline(pids, p); ++count) {
         CHECK(::kill(std::stoi(p), 0) != 0);
@@ -172,7 +172,7 @@ TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk a
 
 TEST_CASE("a VMM that exits at once fails the create without waiting for the deadline") {
     Fixture fx;
-    const std::string fake = fx.dir.path + "/fake-vmm";
+    const std::string fake = fx.dir.path() + "/fake-vmm";
     write_file(fake, "#!/bin/sh\necho 'no KVM here' >&2\nexit 1\n", 0755);
     DriverConfig config = fx.config(fake);
     config.boot_timeout = 60s;
@@ -194,7 +194,7 @@ TEST_CASE("a VMM that exits at once fails the create without waiting for the dea
 TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replayed, one in progress refused") {
     Fixture fx;
     // Never brings up an agent: every boot fails after the boot timeout.
-    const std::string fake = fx.dir.path + "/fake-vmm";
+    const std::string fake = fx.dir.path() + "/fake-vmm";
     write_file(fake, "#!/bin/sh\nexec sleep 600\n", 0755);
     VmmDriver driver(*fx.store, fx.config(fake));
     // Two stopped parents with disks: creates that crashed, walked to stopped.
@@ -277,9 +277,9 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back,
     };
     // A live process that is not a VMM: no control socket answers, so it is
     // killed and the sandbox crashed.
-    auto impostor = spawn_process({"/bin/sleep", {"600"}, fx.dir.path + "/sleep.log"});
+    auto impostor = spawn_process({"/bin/sleep", {"600"}, fx.dir.path() + "/sleep.log"});
     REQUIRE(impostor.has_value());
-    impostor->control_socket = fx.dir.path + "/none.sock";
+    impostor->control_socket = fx.dir.path() + "/none.sock";
     add("sbx_running_gone", SandboxState::Running, VmmProcess{999'999'999, 5, "/x"}, true);
     add("sbx_running_impostor", SandboxState::Running, *impostor, true);
     auto unfinished = add("sbx_half_created", SandboxState::Creating, std::nullopt, false);
@@ -291,7 +291,7 @@ TEST_CASE("recover(): gone VMMs crash, unfinished creates and resumes roll back,
     // A VMM nobody recorded: a process with a --snapshot-dir in this state dir.
     auto stray = spawn_process({"/bin/sh",
                                 {"-c", "sleep 600", "--snapshot-dir", fx.state + "/sandboxes/sbx_never_recorded"},
-                                fx.dir.path + "/stray.log"});
+                                fx.dir.path() + "/stray.log"});
     REQUIRE(stray.has_value());
     auto saved = add("sbx_stop_saved", SandboxState::Stopping, VmmProcess{999'999'999, 5, "/x"}, true);
     write_file(saved.memory(), "memory");

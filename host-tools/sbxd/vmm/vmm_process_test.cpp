@@ -12,6 +12,7 @@
 
 #include "base/unix_socket.hpp"
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
+#include "host-tools/sbxd/testing/temp_dir.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
 
@@ -20,16 +21,6 @@ using namespace sbx::sbxd;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct TempDir {
-    std::string path;
-    TempDir() {
-        std::string templ = "/tmp/sbxd-vmm-test.XXXXXX";
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        path = templ;
-    }
-    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-};
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path);
@@ -63,8 +54,8 @@ std::thread serve_once(UniqueFd listener, std::string reply, std::string* reques
 }  // namespace
 
 TEST_CASE("a spawned process leads its own session, logs to its file and is recognised again") {
-    TempDir dir;
-    auto p = spawn_process({"/bin/sh", {"-c", "echo out; echo err >&2; read x; exec sleep 60"}, dir.path + "/log"});
+    testing::TempDir dir{"sbxd-vmm-test"};
+    auto p = spawn_process({"/bin/sh", {"-c", "echo out; echo err >&2; read x; exec sleep 60"}, dir.path() + "/log"});
     REQUIRE(p.has_value());
     CHECK(::getsid(static_cast<pid_t>(p->pid)) == p->pid);  // POSIX_SPAWN_SETSID
     CHECK(::getpgid(static_cast<pid_t>(p->pid)) == p->pid);
@@ -74,34 +65,34 @@ TEST_CASE("a spawned process leads its own session, logs to its file and is reco
     VmmProcess other = *p;
     other.start_time += 1;
     CHECK_FALSE(is_same_process_alive(other));
-    for (int i = 0; i < 100 && read_file(dir.path + "/log").find("err") == std::string::npos; ++i) {
+    for (int i = 0; i < 100 && read_file(dir.path() + "/log").find("err") == std::string::npos; ++i) {
         std::this_thread::sleep_for(20ms);
     }
-    CHECK(read_file(dir.path + "/log") == "out\nerr\n");  // stdin is /dev/null: `read` ends at once
+    CHECK(read_file(dir.path() + "/log") == "out\nerr\n");  // stdin is /dev/null: `read` ends at once
     kill_process_group(*p);
     CHECK_FALSE(is_same_process_alive(*p));
     CHECK(poll_process_end(*p).has_value());
 }
 
 TEST_CASE("the exit of a child is seen and described") {
-    TempDir dir;
-    auto p = spawn_process({"/bin/sh", {"-c", "exit 3"}, dir.path + "/log"});
+    testing::TempDir dir{"sbxd-vmm-test"};
+    auto p = spawn_process({"/bin/sh", {"-c", "exit 3"}, dir.path() + "/log"});
     REQUIRE(p.has_value());
     auto end = wait_process_end(*p, 10s);
     REQUIRE(end.has_value());
     REQUIRE(end->exit_code.has_value());
     CHECK(*end->exit_code == 3);
     CHECK(describe(*end) == "exit code 3");
-    CHECK_FALSE(spawn_process({dir.path + "/missing", {}, dir.path + "/log"}).has_value());
+    CHECK_FALSE(spawn_process({dir.path() + "/missing", {}, dir.path() + "/log"}).has_value());
 }
 
 TEST_CASE("a signal to the group also ends what the process started") {
-    TempDir dir;
-    auto p = spawn_process({"/bin/sh", {"-c", "sleep 60 & echo $! > " + dir.path + "/grandchild; wait"},
-                            dir.path + "/log"});
+    testing::TempDir dir{"sbxd-vmm-test"};
+    auto p = spawn_process({"/bin/sh", {"-c", "sleep 60 & echo $! > " + dir.path() + "/grandchild; wait"},
+                            dir.path() + "/log"});
     REQUIRE(p.has_value());
     std::string text;
-    for (int i = 0; i < 200 && (text = read_file(dir.path + "/grandchild")).empty(); ++i) {
+    for (int i = 0; i < 200 && (text = read_file(dir.path() + "/grandchild")).empty(); ++i) {
         std::this_thread::sleep_for(10ms);
     }
     REQUIRE_FALSE(text.empty());
@@ -116,8 +107,8 @@ TEST_CASE("a signal to the group also ends what the process started") {
 }
 
 TEST_CASE("the control client sends one line and reads one reply") {
-    TempDir dir;
-    const std::string path = dir.path + "/control.sock";
+    testing::TempDir dir{"sbxd-vmm-test"};
+    const std::string path = dir.path() + "/control.sock";
     std::string request;
     {
         auto listener = listen_unix(path);

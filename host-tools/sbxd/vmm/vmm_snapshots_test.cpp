@@ -34,8 +34,8 @@ bool restores(const std::string& line) {
 // A VMM that records its arguments and exits at once: every boot and
 // restore fails fast, and the command lines say which was tried.
 struct SnapshotFixture : Fixture {
-    std::string args = dir.path + "/args";
-    std::string fake = dir.path + "/fake-vmm";
+    std::string args = dir.path() + "/args";
+    std::string fake = dir.path() + "/fake-vmm";
     SnapshotFixture() { write_file(fake, "#!/bin/sh\necho \"$@\" >> " + args + "\nexit 1\n", 0755); }
     DriverConfig config_for(const std::string& cpu) const {
         DriverConfig c = config(fake);
