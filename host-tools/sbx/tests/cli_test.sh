@@ -11,17 +11,11 @@ sbxd=$build/host-tools/sbxd/sbxd
 sbx=$build/host-tools/sbx/sbx
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
-tmp=$(mktemp -d /tmp/sbx-cli-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=SCRIPTDIR/../../sbxd/tests/test_lib.sh
+. "$(dirname "$0")/../../sbxd/tests/test_lib.sh"
+scratch sbx-cli KILL
 sock=$tmp/sbxd.sock
 state=$tmp/state
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # No images: a create is refused whether or not this sbxd has its VMM
 # driver (501 not_implemented without it, 404 not_found with it), and

@@ -8,26 +8,12 @@ set -euo pipefail
 fixture=$1
 agent=$2
 sbx=$3
-tmp=$(mktemp -d /tmp/sbx-ws-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
-    [ -n "${KEEP:-}" ] && return
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+# shellcheck source=SCRIPTDIR/../../sbxd/tests/test_lib.sh
+. "$(dirname "$0")/../../sbxd/tests/test_lib.sh"
+scratch sbx-ws
+start_fixture "$fixture" "$agent"
 export SBX_HOST=unix:$tmp/sbxd.sock
 uid=$(id -u)
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 head -c 3000000 /dev/urandom >"$tmp/blob"
 printf 'x\0y' >>"$tmp/blob"

@@ -10,26 +10,13 @@ ws_client=$3
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
-tmp=$(mktemp -d /tmp/sbxd-guest-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+# shellcheck source=SCRIPTDIR/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+scratch sbxd-guest
+start_fixture "$fixture" "$agent"
 
 base=http://sbxd/v1/sandboxes/sbx_run
 uid=$(id -u)
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 api() { curl -sS --unix-socket "$tmp/sbxd.sock" "$@"; }
 # status NAME curl-args: the body in $tmp/NAME, the status printed
 status() { local name=$1; shift; api -o "$tmp/$name" -w '%{http_code}' "$@"; }

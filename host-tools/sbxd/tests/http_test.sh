@@ -10,17 +10,11 @@ sbxd=$build/host-tools/sbxd/sbxd
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
-tmp=$(mktemp -d /tmp/sbxd-http-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=SCRIPTDIR/test_lib.sh
+. "$(dirname "$0")/test_lib.sh"
+scratch sbxd-http KILL
 sock=$tmp/sbxd.sock
 state=$tmp/state
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # Each start logs to a fresh file: a restart must not find the previous
 # daemon's "listening" line before its own shell truncates the log.
