@@ -5,14 +5,14 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
 #include <array>
+
+#include "host-tools/sbx/host_connect.hpp"
 
 namespace sbx::cli {
 
@@ -171,26 +171,8 @@ namespace {
 Result<std::unique_ptr<HttpStream::Impl>> connect(const HostAddress& address) {
     auto impl = std::make_unique<HttpStream::Impl>();
     impl->parser.body_limit(boost::none);
-    beast::error_code ec;
-    if (address.kind == HostAddress::Kind::Unix) {
-        impl->socket.connect(asio::local::stream_protocol::endpoint(address.path), ec);
-    } else {
-        asio::ip::tcp::resolver resolver(impl->io);
-        auto found =
-            resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
-        ec = ec ? ec : asio::error::host_not_found;
-        for (const auto& entry : found) {
-            beast::error_code closed;
-            impl->socket.close(closed);
-            impl->socket.connect(entry.endpoint(), ec);
-            if (!ec) {
-                break;
-            }
-        }
-    }
-    if (ec) {
-        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(),
-                                ec.message());
+    if (auto connected = connect_to_host(impl->socket, impl->io, address); !connected) {
+        return connected.error();
     }
     return impl;
 }

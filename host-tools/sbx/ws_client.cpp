@@ -3,13 +3,13 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 
 #include <deque>
+
+#include "host-tools/sbx/host_connect.hpp"
 
 namespace sbx::cli {
 
@@ -127,28 +127,10 @@ WsExecClient::~WsExecClient() = default;
 Result<WsExecClient::Opened> WsExecClient::open(const HostAddress& address, const std::string& api_key,
                                                 const std::string& target) {
     auto impl = std::make_unique<Impl>();
-    auto& socket = impl->ws.next_layer();
+    if (auto connected = connect_to_host(impl->ws.next_layer(), impl->io, address); !connected) {
+        return connected.error();
+    }
     beast::error_code ec;
-    if (address.kind == HostAddress::Kind::Unix) {
-        socket.connect(asio::local::stream_protocol::endpoint(address.path), ec);
-    } else {
-        asio::ip::tcp::resolver resolver(impl->io);
-        auto found =
-            resolver.resolve(address.host, address.port, asio::ip::tcp::resolver::numeric_service, ec);
-        ec = ec ? ec : asio::error::host_not_found;
-        for (const auto& entry : found) {
-            beast::error_code closed;
-            socket.close(closed);
-            socket.connect(entry.endpoint(), ec);
-            if (!ec) {
-                break;
-            }
-        }
-    }
-    if (ec) {
-        return make_coded_error("unreachable", "cannot reach sbxd at {}: {}", address.to_string(),
-                                ec.message());
-    }
     const bool tcp = address.kind == HostAddress::Kind::Tcp;
     impl->ws.set_option(websocket::stream_base::decorator([&](websocket::request_type& request) {
         request.set(beast::http::field::user_agent, "sbx/0.1.0");
