@@ -183,6 +183,22 @@ ws /v1/sandboxes/sbx_run/exec '{}' >"$tmp/ws10"
 wspy ws10 'b["httpStatus"] == 405'
 [ "$(status ws11 "$base/exec/ws")" = 400 ] || fail "a plain GET of exec/ws: $(cat "$tmp/ws11")"
 
+# 9. The console log (the fixture's is $tmp/ID-console.log): ranges, the
+# size header, a stopped sandbox's, errors.
+printf 'Linux version 6.12\nline two\n' >"$tmp/sbx_run-console.log"
+api -D "$tmp/log1.h" -o "$tmp/log1" "$base/logs"
+[ "$(cat "$tmp/log1")" = "$(printf 'Linux version 6.12\nline two')" ] || fail "logs: $(cat "$tmp/log1")"
+grep -qi '^Sandbox-Log-Size: 28' "$tmp/log1.h" || fail "logs: no size header: $(cat "$tmp/log1.h")"
+[ "$(api "$base/logs?tail=9")" = "line two" ] || fail "logs tail"
+[ "$(api "$base/logs?offset=19")" = "line two" ] || fail "logs offset"
+head -c 3000000 /dev/urandom >"$tmp/sbx_off-console.log"
+api -o "$tmp/log2" http://sbxd/v1/sandboxes/sbx_off/logs
+cmp -s "$tmp/log2" "$tmp/sbx_off-console.log" || fail "the streamed log of a stopped sandbox differs"
+[ "$(status log3 "$base/logs?offset=1&tail=2")" = 400 ] || fail "logs offset and tail: $(cat "$tmp/log3")"
+py log3 'b["code"] == "invalid_argument"'
+[ "$(status log4 http://sbxd/v1/sandboxes/sbx_nope/logs)" = 404 ] || fail "logs of an unknown sandbox"
+py log4 'b["code"] == "not_found"'
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures failures" >&2
     exit 1
