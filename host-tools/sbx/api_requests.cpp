@@ -100,6 +100,12 @@ Result<std::uint64_t> parse_disk_gib(std::string_view text) {
     return parse_scaled(text, "--disk", {{"g", 1}, {"gib", 1}}, 1);
 }
 
+Result<std::uint64_t> parse_byte_count(std::string_view text, std::string_view what) {
+    constexpr std::uint64_t kKib = 1 << 10, kMib = 1 << 20, kGib = 1 << 30;
+    return parse_scaled(
+        text, what, {{"k", kKib}, {"kib", kKib}, {"m", kMib}, {"mib", kMib}, {"g", kGib}, {"gib", kGib}}, 1);
+}
+
 Result<Json> ttl_body(std::string_view value) {
     if (value == "off") {
         return Json{{"noAutoStop", true}};

@@ -40,6 +40,8 @@ using Json = nlohmann::ordered_json;
 [[nodiscard]] Result<std::uint64_t> parse_memory_mib(std::string_view text);
 // Disk: a bare number of GiB, or with G/GiB -> GiB.
 [[nodiscard]] Result<std::uint64_t> parse_disk_gib(std::string_view text);
+// Bytes (logs --tail): a bare number, or with K/KiB, M/MiB, G/GiB (powers of 1024).
+[[nodiscard]] Result<std::uint64_t> parse_byte_count(std::string_view text, std::string_view what);
 
 // `sbx new` flags -> the create body (docs/api.md, POST /v1/sandboxes).
 struct CreateOptions {

@@ -1,6 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
-//   sbx new | ls | info | exec | scp | stop | resume | ttl | idle | fork | snapshot | rm | history | events
+//   sbx new | ls | info | exec | scp | logs | stop | resume | ttl | idle | fork | snapshot | rm |
+//   history | events
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -40,6 +41,8 @@ struct Flags {
     std::uint64_t after = 0;
     std::string from, to;
     std::string value;  // ttl's SECONDS|off, idle's MINUTES|off
+    LogsCommand logs;
+    std::string tail;  // logs --tail BYTES
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -117,6 +120,12 @@ int main(int argc, char** argv) {
     scp->add_option("from", f.from, "source")->required();
     scp->add_option("to", f.to, "destination")->required();
 
+    auto* logs = app.add_subcommand("logs", "the guest's console: raw bytes on stdout, piped or not");
+    logs->add_option("id", f.logs.id, "sandbox id")->required();
+    auto* logs_tail =
+        logs->add_option("--tail", f.tail, "only the last BYTES bytes (64K, 1M)")->type_name("BYTES");
+    logs->add_flag("-f,--follow", f.logs.follow, "keep printing as it grows, until it stops or goes");
+
     auto* stop = app.add_subcommand("stop", "stop a sandbox (with its memory unless --disk-only)");
     stop->add_option("id", f.id, "sandbox id")->required();
     stop->add_flag("--disk-only", f.disk_only, "keep only the disk; the next resume boots");
@@ -187,6 +196,14 @@ int main(int argc, char** argv) {
             make_coded_error("usage", "exec: --detach, --status and --attach exclude each other"));
     }
     e.raw_events = f.json;
+    f.logs.json = f.json;
+    if (logs_tail->count() > 0) {
+        auto bytes = parse_byte_count(f.tail, "--tail");
+        if (!bytes) {
+            return out.fail(bytes.error());
+        }
+        f.logs.tail = *bytes;
+    }
     if (!after_dashes.empty() && !*exec) {
         return out.fail(make_coded_error("usage", "only exec takes -- CMD..."));
     }
@@ -208,6 +225,8 @@ int main(int argc, char** argv) {
         return run_exec(ctx, f.exec);
     if (*scp)
         return run_scp(ctx, f.from, f.to);
+    if (*logs)
+        return run_logs(ctx, f.logs);
     if (*stop)
         return run_stop(ctx, f.id, f.disk_only);
     if (*resume)

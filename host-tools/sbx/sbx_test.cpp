@@ -126,6 +126,14 @@ TEST_CASE("sizes and durations") {
     CHECK(!parse_timeout_ms("s"));
     CHECK(!parse_timeout_ms("99999999999999999999"));
     CHECK(!parse_timeout_ms("18446744073709551615h"));
+    CHECK(parse_byte_count("4096", "--tail").value() == 4096);
+    CHECK(parse_byte_count("64K", "--tail").value() == 65536);
+    CHECK(parse_byte_count("2MiB", "--tail").value() == 2u << 20);
+    CHECK(parse_byte_count("0", "--tail").value() == 0);
+    CHECK(!parse_byte_count("-3", "--tail"));
+    CHECK(!parse_byte_count("3x", "--tail"));
+    CHECK(!parse_byte_count("", "--tail"));
+    CHECK(parse_byte_count("-1", "--tail").error().code == "usage");
 }
 
 TEST_CASE("ttl and idle: the value becomes the body") {
