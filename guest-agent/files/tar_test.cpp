@@ -438,6 +438,7 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
     REQUIRE_MESSAGE(fine.has_value(), (fine ? "" : fine.error().to_string()));
     CHECK(fine->entries == 3);
     CHECK(fine->skipped == 1);
+    CHECK(fine->bytes == with_device.size());  // the archive bytes sent
     CHECK(slurp(target / "sub" / "up") == "real");
     CHECK(fs::hard_link_count(target / "sub" / "real") == 2);
     CHECK(fs::equivalent(target / "sub" / "real", target / "sub" / "hard"));
