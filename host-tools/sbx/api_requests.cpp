@@ -296,6 +296,21 @@ std::string copy_destination(std::string_view from, std::string_view to, bool to
     return out + std::string(base);
 }
 
+std::string tree_destination(std::string_view from, std::string_view to, bool to_is_dir) {
+    while (to.size() > 1 && to.ends_with('/')) {
+        to.remove_suffix(1);
+    }
+    while (from.size() > 1 && from.ends_with('/')) {
+        from.remove_suffix(1);
+    }
+    const auto slash = from.rfind('/');
+    const std::string_view base = slash == std::string_view::npos ? from : from.substr(slash + 1);
+    if (!to_is_dir || base.empty() || base == "." || base == "..") {
+        return std::string(to);
+    }
+    return std::string(to) + (to.ends_with('/') ? "" : "/") + std::string(base);
+}
+
 std::string base64_encode(std::string_view bytes) {
     namespace b64 = boost::beast::detail::base64;
     std::string out(b64::encoded_size(bytes.size()), '\0');

@@ -90,7 +90,8 @@ int own_failure(const Context& ctx, Failure failure);
 int run_ws_exec(const Context& ctx, const ExecCommand& command, const Json& body);
 
 // commands_files.cpp
-int run_scp(const Context& ctx, const std::string& from, const std::string& to);
+// `recursive` (-r): a directory on either side is copied whole, as tar.
+int run_scp(const Context& ctx, const std::string& from, const std::string& to, bool recursive);
 
 // commands_logs.cpp
 struct LogsCommand {

@@ -35,7 +35,7 @@ struct Flags {
     std::vector<std::string> ids, labels, states;
     NewCommand create;
     ExecCommand exec;
-    bool disk_only = false, dry_run = false, follow = false;
+    bool disk_only = false, dry_run = false, follow = false, recursive = false;
     std::string size, idempotency_key;
     unsigned count = 1;
     std::uint64_t after = 0;
@@ -115,10 +115,11 @@ int main(int argc, char** argv) {
     exec->add_flag("-n,--no-stdin", e.no_stdin, "send no stdin even when ours is not a terminal");
     exec->add_flag("-t,--tty", e.tty, "run it on a pseudo-terminal (ours in raw mode, resizes follow)");
 
-    auto* scp =
-        app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");
+    auto* scp = app.add_subcommand(
+        "scp", "copy a file (-r: a directory): sbx scp [-r] LOCAL ID:/PATH, or ID:/PATH LOCAL (- stdout)");
     scp->add_option("from", f.from, "source")->required();
     scp->add_option("to", f.to, "destination")->required();
+    scp->add_flag("-r,--recursive", f.recursive, "copy directories whole (as tar), either way");
 
     auto* logs = app.add_subcommand("logs", "the guest's console: raw bytes on stdout, piped or not");
     logs->add_option("id", f.logs.id, "sandbox id")->required();
@@ -224,7 +225,7 @@ int main(int argc, char** argv) {
     if (*exec)
         return run_exec(ctx, f.exec);
     if (*scp)
-        return run_scp(ctx, f.from, f.to);
+        return run_scp(ctx, f.from, f.to, f.recursive);
     if (*logs)
         return run_logs(ctx, f.logs);
     if (*stop)

@@ -199,6 +199,18 @@ TEST_CASE("scp operands") {
     CHECK(copy_destination("data.bin", ".", true) == "./data.bin");
 }
 
+TEST_CASE("scp -r: where a tree lands") {
+    CHECK(tree_destination("./proj", "/root/proj", false) == "/root/proj");
+    CHECK(tree_destination("./proj", "/root", true) == "/root/proj");
+    CHECK(tree_destination("a/b/proj/", "/root/", true) == "/root/proj");
+    CHECK(tree_destination("/root/proj", "out", false) == "out");
+    CHECK(tree_destination("/root/proj", "out/", true) == "out/proj");
+    CHECK(tree_destination("/", "out", true) == "out");
+    CHECK(tree_destination(".", "/root/x", true) == "/root/x");
+    CHECK(tree_destination("src/..", "/root/x", true) == "/root/x");
+    CHECK(tree_destination("proj", "/", true) == "/proj");
+}
+
 TEST_CASE("base64 both ways") {
     for (std::string text : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
                              std::string("\0\xff\x10 binary", 10)}) {
