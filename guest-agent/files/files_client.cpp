@@ -602,7 +602,9 @@ Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir, const
         }
         return n;
     };
-    return tar_result(expect(client, upload(client, counted), "result"), bytes);
+    // Sent first, counted after: an argument list has no order of evaluation.
+    auto result = expect(client, upload(client, counted), "result");
+    return tar_result(result, bytes);
 }
 
 Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, std::string_view guest_dir,

@@ -438,6 +438,7 @@ TEST_CASE_FIXTURE(TarFixture, "hostile archives are refused and nothing lands ou
     REQUIRE_MESSAGE(fine.has_value(), (fine ? "" : fine.error().to_string()));
     CHECK(fine->entries == 3);
     CHECK(fine->skipped == 1);
+    CHECK(fine->bytes == with_device.size());  // the archive bytes sent
     CHECK(slurp(target / "sub" / "up") == "real");
     CHECK(fs::hard_link_count(target / "sub" / "real") == 2);
     CHECK(fs::equivalent(target / "sub" / "real", target / "sub" / "hard"));
@@ -467,4 +468,55 @@ TEST_CASE("the extractor removes a file an error cut short") {
         CHECK(fs::exists(dir.path / "half"));
     }
     CHECK_FALSE(fs::exists(dir.path / "half"));
+}
+
+TEST_CASE("add_content: exactly the header's size goes in, padded with zeros or cut") {
+    for (const auto& [given, want] : {std::pair<std::string, std::string>{"exact", "exact"},
+                                      {"sh", std::string("sh") + std::string(3, '\0')},
+                                      {"too long by far", "too l"}}) {
+        std::vector<std::uint8_t> archive;
+        tar::TarWriter writer(
+            [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+                archive.insert(archive.end(), bytes.begin(), bytes.end());
+                return ok();
+            },
+            1000);
+        tar::Entry entry{"f", tar::EntryType::File, 0644, 0, 0, 5, 0, 0, {}};
+        REQUIRE(writer.add_content(entry, [&given = given](const tar::ByteSink& sink) {
+            // In two pieces, as a reader of a disk gives them.
+            const auto* data = reinterpret_cast<const std::uint8_t*>(given.data());
+            if (auto r = sink(std::span(data, given.size() / 2)); !r) {
+                return r;
+            }
+            return sink(std::span(data + given.size() / 2, given.size() - given.size() / 2));
+        }));
+        REQUIRE(writer.add_file(tar::Entry{"g", tar::EntryType::File, 0644, 0, 0, 0, 0, 0, {}}, -1));
+        REQUIRE(writer.finish());
+        CHECK(archive.size() % tar::kBlock == 0);
+        struct Content final : tar::TarEntryHandler {
+            std::vector<std::string> files;
+            Result<void> begin_entry(const tar::Entry&) override {
+                files.emplace_back();
+                return ok();
+            }
+            Result<void> entry_data(std::span<const std::uint8_t> b) override {
+                files.back().append(reinterpret_cast<const char*>(b.data()), b.size());
+                return ok();
+            }
+            Result<void> end_entry() override { return ok(); }
+        } content;
+        tar::TarReader reader(content);
+        REQUIRE(reader.feed(archive));
+        REQUIRE(reader.finish());
+        REQUIRE(content.files.size() == 2);
+        CHECK(content.files[0] == want);
+        CHECK(content.files[1].empty());
+    }
+    // A producer's error ends the entry with it.
+    tar::TarWriter failing([](std::span<const std::uint8_t>) -> Result<void> { return ok(); }, 512);
+    tar::Entry entry{"f", tar::EntryType::File, 0644, 0, 0, 5, 0, 0, {}};
+    auto r =
+        failing.add_content(entry, [](const tar::ByteSink&) -> Result<void> { return make_error("broken"); });
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "broken");
 }

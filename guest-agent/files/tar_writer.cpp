@@ -210,6 +210,25 @@ Result<void> TarWriter::add_file(const Entry& entry, int fd) {
     return put_zeros(static_cast<std::size_t>((kBlock - entry.size % kBlock) % kBlock));
 }
 
+Result<void> TarWriter::add_content(const Entry& entry, const ContentProducer& produce) {
+    if (auto r = add(entry); !r) {
+        return r;
+    }
+    std::uint64_t remaining = entry.size;
+    auto sink = [&](std::span<const std::uint8_t> bytes) -> Result<void> {
+        bytes = bytes.first(static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), remaining)));
+        remaining -= bytes.size();
+        return put(bytes);
+    };
+    if (auto r = produce(sink); !r) {
+        return r;
+    }
+    if (auto r = put_zeros(static_cast<std::size_t>(remaining)); !r) {
+        return r;
+    }
+    return put_zeros(static_cast<std::size_t>((kBlock - entry.size % kBlock) % kBlock));
+}
+
 Result<void> TarWriter::finish() {
     if (auto r = put_zeros(2 * kBlock); !r) {
         return r;

@@ -20,6 +20,12 @@ public:
     // `fd` (zeros where the file turned out shorter; a file that grew is cut
     // at entry.size, so the archive stays well-formed).
     [[nodiscard]] Result<void> add_file(const Entry& entry, int fd);
+    // A regular file whose content `produce` pushes through the sink it is
+    // given (for content that is not a file descriptor: a disk image read
+    // through a library). The same rule: exactly entry.size bytes go into
+    // the archive, zeros for what `produce` fell short of, the excess cut.
+    using ContentProducer = std::function<Result<void>(const ByteSink& sink)>;
+    [[nodiscard]] Result<void> add_content(const Entry& entry, const ContentProducer& produce);
     // The end-of-archive blocks; then everything has reached the sink.
     [[nodiscard]] Result<void> finish();
 

@@ -100,6 +100,12 @@ Result<std::uint64_t> parse_disk_gib(std::string_view text) {
     return parse_scaled(text, "--disk", {{"g", 1}, {"gib", 1}}, 1);
 }
 
+Result<std::uint64_t> parse_byte_count(std::string_view text, std::string_view what) {
+    constexpr std::uint64_t kKib = 1 << 10, kMib = 1 << 20, kGib = 1 << 30;
+    return parse_scaled(
+        text, what, {{"k", kKib}, {"kib", kKib}, {"m", kMib}, {"mib", kMib}, {"g", kGib}, {"gib", kGib}}, 1);
+}
+
 Result<Json> ttl_body(std::string_view value) {
     if (value == "off") {
         return Json{{"noAutoStop", true}};
@@ -288,6 +294,21 @@ std::string copy_destination(std::string_view from, std::string_view to, bool to
         out += '/';
     }
     return out + std::string(base);
+}
+
+std::string tree_destination(std::string_view from, std::string_view to, bool to_is_dir) {
+    while (to.size() > 1 && to.ends_with('/')) {
+        to.remove_suffix(1);
+    }
+    while (from.size() > 1 && from.ends_with('/')) {
+        from.remove_suffix(1);
+    }
+    const auto slash = from.rfind('/');
+    const std::string_view base = slash == std::string_view::npos ? from : from.substr(slash + 1);
+    if (!to_is_dir || base.empty() || base == "." || base == "..") {
+        return std::string(to);
+    }
+    return std::string(to) + (to.ends_with('/') ? "" : "/") + std::string(base);
 }
 
 std::string base64_encode(std::string_view bytes) {

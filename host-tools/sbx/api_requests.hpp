@@ -40,6 +40,8 @@ using Json = nlohmann::ordered_json;
 [[nodiscard]] Result<std::uint64_t> parse_memory_mib(std::string_view text);
 // Disk: a bare number of GiB, or with G/GiB -> GiB.
 [[nodiscard]] Result<std::uint64_t> parse_disk_gib(std::string_view text);
+// Bytes (logs --tail): a bare number, or with K/KiB, M/MiB, G/GiB (powers of 1024).
+[[nodiscard]] Result<std::uint64_t> parse_byte_count(std::string_view text, std::string_view what);
 
 // `sbx new` flags -> the create body (docs/api.md, POST /v1/sandboxes).
 struct CreateOptions {
@@ -89,6 +91,11 @@ struct CopyEnd {
 // The file a copy lands in: `to` itself, or to/basename(from) when `to`
 // names a directory (ends in '/', or `to_is_dir`).
 [[nodiscard]] std::string copy_destination(std::string_view from, std::string_view to, bool to_is_dir);
+// The directory a tree copy (scp -r) lands in, as scp(1) does it: `to`
+// itself, or to/basename(from) when `to_is_dir` (`to` is a directory that
+// exists); a `from` whose last component is ".", ".." or none ("/")
+// copies into `to` itself.
+[[nodiscard]] std::string tree_destination(std::string_view from, std::string_view to, bool to_is_dir);
 
 // Base64 (RFC 4648 §4) of exec's stdin and output; decoding refuses
 // anything that is not canonical base64.

@@ -90,6 +90,16 @@ int own_failure(const Context& ctx, Failure failure);
 int run_ws_exec(const Context& ctx, const ExecCommand& command, const Json& body);
 
 // commands_files.cpp
-int run_scp(const Context& ctx, const std::string& from, const std::string& to);
+// `recursive` (-r): a directory on either side is copied whole, as tar.
+int run_scp(const Context& ctx, const std::string& from, const std::string& to, bool recursive);
+
+// commands_logs.cpp
+struct LogsCommand {
+    std::string id;
+    std::optional<std::uint64_t> tail;  // --tail BYTES: only the last ones at first
+    bool follow = false;                // --follow: poll on until it stops or goes
+    bool json = false;                  // --json given: JSON lines, not the raw bytes
+};
+int run_logs(const Context& ctx, const LogsCommand& command);
 
 }  // namespace sbx::cli

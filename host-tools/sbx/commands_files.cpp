@@ -1,8 +1,8 @@
 // scp: one file either way, streamed in pieces (any size), over
-// GET/PUT /v1/sandboxes/{id}/files (/work/helpers/exec-api.md). A
-// download lands in a temporary file beside its destination and is
-// renamed over it only when complete, so a broken copy leaves nothing
-// half-written behind.
+// GET/PUT /v1/sandboxes/{id}/files (docs/api.md, "Files"); directories
+// with -r (commands_tree.cpp). A download lands in a temporary file
+// beside its destination and is renamed over it only when complete, so a
+// broken copy leaves nothing half-written behind.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,54 +11,11 @@
 #include <cstdio>
 
 #include "base/unique_fd.hpp"
-#include "host-tools/sbx/commands.hpp"
+#include "host-tools/sbx/files_transfer.hpp"
 
 namespace sbx::cli {
 
 namespace {
-
-// "12.5 MiB / 100.0 MiB  12%" on stderr, redrawn in place on a terminal.
-class Progress {
-public:
-    Progress(bool shown, std::uint64_t total)
-        : shown_(shown && ::isatty(STDERR_FILENO) == 1), total_(total) {}
-    ~Progress() {
-        if (drawn_) {
-            std::fputc('\n', stderr);
-        }
-    }
-    Progress(const Progress&) = delete;
-    Progress& operator=(const Progress&) = delete;
-
-    void update(std::uint64_t done) {
-        if (!shown_ || (done - last_ < (1u << 20) && done != total_)) {
-            return;
-        }
-        last_ = done;
-        drawn_ = true;
-        auto mib = [](std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
-        if (total_ != 0) {
-            std::fprintf(stderr, "\r%8.1f MiB / %.1f MiB %3u%%", mib(done), mib(total_),
-                         static_cast<unsigned>(done * 100 / total_));
-        } else {
-            std::fprintf(stderr, "\r%8.1f MiB", mib(done));
-        }
-        std::fflush(stderr);
-    }
-
-private:
-    bool shown_;
-    std::uint64_t total_;
-    std::uint64_t last_ = 0;
-    bool drawn_ = false;
-};
-
-Failure local_failure(const Error& error) {
-    Failure failure = failure_of(error);
-    failure.code = "local";
-    failure.exit_code = kExitLocal;
-    return failure;
-}
 
 void print_copied(const Context& ctx, const std::string& from, const std::string& to, std::uint64_t bytes) {
     if (ctx.out.json()) {
@@ -81,8 +38,8 @@ int upload(const Context& ctx, const std::string& local, const CopyEnd& remote) 
         return ctx.out.fail(local_failure(sys_error("opening {}", local)));
     }
     if (!S_ISREG(st.st_mode)) {
-        return ctx.out.fail(
-            local_failure(make_error("{} is not a regular file (directories are not copied yet)", local)));
+        return ctx.out.fail(local_failure(make_error(
+            "{} is not a regular file{}", local, S_ISDIR(st.st_mode) ? " (a directory needs scp -r)" : "")));
     }
     // Into a directory: keep the file's name, as scp(1) does.
     std::string path = remote.path;
@@ -145,7 +102,14 @@ int download(const Context& ctx, const CopyEnd& remote, const std::string& local
     }
     if (stream->status() != 200) {
         auto reply = stream->to_reply(1 << 20);
-        return ctx.out.fail(reply ? explained(ctx, failure_of(*reply)) : failure_of(reply.error()));
+        if (!reply) {
+            return ctx.out.fail(failure_of(reply.error()));
+        }
+        Failure failure = explained(ctx, failure_of(*reply));
+        if (failure.code == "invalid_argument" && failure.message.find("directory") != std::string::npos) {
+            failure.message += " (a directory needs scp -r)";
+        }
+        return ctx.out.fail(failure);
     }
     UniqueFd fd;
     std::string partial;
@@ -201,7 +165,7 @@ int download(const Context& ctx, const CopyEnd& remote, const std::string& local
 
 }  // namespace
 
-int run_scp(const Context& ctx, const std::string& from, const std::string& to) {
+int run_scp(const Context& ctx, const std::string& from, const std::string& to, bool recursive) {
     auto source = parse_copy_end(from);
     auto dest = parse_copy_end(to);
     if (!source || !dest) {
@@ -211,7 +175,18 @@ int run_scp(const Context& ctx, const std::string& from, const std::string& to) 
         return ctx.out.fail(
             make_coded_error("usage", "scp: one side is ID:/path in a sandbox, the other a local path"));
     }
-    return source->sandbox.empty() ? upload(ctx, source->path, *dest) : download(ctx, *source, dest->path);
+    if (source->sandbox.empty()) {
+        struct stat st {};
+        // A symlink named as the source is followed, as scp(1) does.
+        if (recursive && ::stat(source->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            return upload_tree(ctx, source->path, *dest);
+        }
+        return upload(ctx, source->path, *dest);
+    }
+    if (recursive && remote_is_dir(ctx, *source)) {
+        return download_tree(ctx, *source, dest->path);
+    }
+    return download(ctx, *source, dest->path);
 }
 
 }  // namespace sbx::cli

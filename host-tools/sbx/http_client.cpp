@@ -279,4 +279,52 @@ Result<HttpStream> HttpClient::upload(const HttpRequest& request, int fd, std::u
     return head;
 }
 
+HttpUpload::HttpUpload(std::unique_ptr<HttpStream::Impl> impl) : impl_(std::move(impl)) {}
+HttpUpload::HttpUpload(HttpUpload&&) noexcept = default;
+HttpUpload& HttpUpload::operator=(HttpUpload&&) noexcept = default;
+HttpUpload::~HttpUpload() = default;
+
+Result<void> HttpUpload::write(std::span<const char> bytes) {
+    if (bytes.empty()) {
+        return ok();  // an empty chunk would be the last one
+    }
+    beast::error_code ec;
+    asio::write(impl_->socket, http::make_chunk(asio::buffer(bytes.data(), bytes.size())), ec);
+    if (ec) {
+        return lost("sending a body to", ec);
+    }
+    return ok();
+}
+
+Result<HttpStream> HttpUpload::finish() {
+    beast::error_code ec;
+    asio::write(impl_->socket, http::make_chunk_last(), ec);
+    auto head = read_head(std::move(impl_));
+    if (!head && ec) {
+        return lost("sending a body to", ec);
+    }
+    return head;
+}
+
+Result<HttpStream> HttpUpload::reply() {
+    return read_head(std::move(impl_));
+}
+
+Result<HttpUpload> HttpClient::upload_chunked(const HttpRequest& request) const {
+    auto impl = connect(address_);
+    if (!impl) {
+        return impl.error();
+    }
+    http::request<http::empty_body> message{method_of(request.method), request.target, 11};
+    set_fields(message, address_, api_key_, request);
+    message.chunked(true);
+    http::request_serializer<http::empty_body> serializer{message};
+    beast::error_code ec;
+    http::write_header((*impl)->socket, serializer, ec);
+    if (ec) {
+        return lost("sending a request to", ec);
+    }
+    return HttpUpload(std::move(*impl));
+}
+
 }  // namespace sbx::cli

@@ -2,7 +2,8 @@
 // request per connection to sbxd, over its Unix socket or TCP with a
 // bearer key (docs/api.md). Replies are read whole (JSON) or piecewise
 // (exec's NDJSON, SSE output, file downloads), and uploads stream a file
-// descriptor as the body, so neither direction holds a whole file.
+// descriptor as the body, or chunks as they are made (a tar of a tree), so
+// neither direction holds a whole file.
 //
 // Errors: code "unreachable" when no connection could be made,
 // "connection_lost" when one broke mid-request, "bad_response" when the
@@ -78,6 +79,30 @@ private:
 // Called while an upload's body is sent: bytes sent so far.
 using UploadProgress = std::function<void(std::uint64_t)>;
 
+// A request whose body is sent as the caller produces it, with chunked
+// transfer coding (RFC 9112 §7.1), for a body of unknown length (a tar of
+// a directory). Dropped before finish(), it closes the connection without
+// the last chunk, which sbxd takes as a failed upload.
+class HttpUpload {
+public:
+    HttpUpload(HttpUpload&&) noexcept;
+    HttpUpload& operator=(HttpUpload&&) noexcept;
+    ~HttpUpload();
+
+    // One chunk of the body. connection_lost when sbxd went away, maybe
+    // after answering early (an error status): reply() reads that answer.
+    [[nodiscard]] Result<void> write(std::span<const char> bytes);
+    // The last chunk, then the reply's head.
+    [[nodiscard]] Result<HttpStream> finish();
+    // The reply's head without ending the body: after a failed write.
+    [[nodiscard]] Result<HttpStream> reply();
+
+    explicit HttpUpload(std::unique_ptr<HttpStream::Impl> impl);
+
+private:
+    std::unique_ptr<HttpStream::Impl> impl_;
+};
+
 class HttpClient {
 public:
     // api_key is sent as `Authorization: Bearer` on TCP (the Unix
@@ -97,6 +122,9 @@ public:
     // status) is still returned.
     [[nodiscard]] Result<HttpStream> upload(const HttpRequest& request, int fd, std::uint64_t body_bytes,
                                             const UploadProgress& progress) const;
+    // request.body is ignored: the request's head is sent, and the body
+    // goes through the returned upload, chunk by chunk.
+    [[nodiscard]] Result<HttpUpload> upload_chunked(const HttpRequest& request) const;
 
 private:
     HostAddress address_;

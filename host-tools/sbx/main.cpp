@@ -1,6 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
-//   sbx new | ls | info | exec | scp | stop | resume | ttl | idle | fork | snapshot | rm | history | events
+//   sbx new | ls | info | exec | scp | logs | stop | resume | ttl | idle | fork | snapshot | rm |
+//   history | events
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -34,12 +35,14 @@ struct Flags {
     std::vector<std::string> ids, labels, states;
     NewCommand create;
     ExecCommand exec;
-    bool disk_only = false, dry_run = false, follow = false;
+    bool disk_only = false, dry_run = false, follow = false, recursive = false;
     std::string size, idempotency_key;
     unsigned count = 1;
     std::uint64_t after = 0;
     std::string from, to;
     std::string value;  // ttl's SECONDS|off, idle's MINUTES|off
+    LogsCommand logs;
+    std::string tail;  // logs --tail BYTES
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -112,10 +115,17 @@ int main(int argc, char** argv) {
     exec->add_flag("-n,--no-stdin", e.no_stdin, "send no stdin even when ours is not a terminal");
     exec->add_flag("-t,--tty", e.tty, "run it on a pseudo-terminal (ours in raw mode, resizes follow)");
 
-    auto* scp =
-        app.add_subcommand("scp", "copy a file: sbx scp LOCAL ID:/PATH, or ID:/PATH LOCAL (- for stdout)");
+    auto* scp = app.add_subcommand(
+        "scp", "copy a file (-r: a directory): sbx scp [-r] LOCAL ID:/PATH, or ID:/PATH LOCAL (- stdout)");
     scp->add_option("from", f.from, "source")->required();
     scp->add_option("to", f.to, "destination")->required();
+    scp->add_flag("-r,--recursive", f.recursive, "copy directories whole (as tar), either way");
+
+    auto* logs = app.add_subcommand("logs", "the guest's console: raw bytes on stdout, piped or not");
+    logs->add_option("id", f.logs.id, "sandbox id")->required();
+    auto* logs_tail =
+        logs->add_option("--tail", f.tail, "only the last BYTES bytes (64K, 1M)")->type_name("BYTES");
+    logs->add_flag("-f,--follow", f.logs.follow, "keep printing as it grows, until it stops or goes");
 
     auto* stop = app.add_subcommand("stop", "stop a sandbox (with its memory unless --disk-only)");
     stop->add_option("id", f.id, "sandbox id")->required();
@@ -187,6 +197,14 @@ int main(int argc, char** argv) {
             make_coded_error("usage", "exec: --detach, --status and --attach exclude each other"));
     }
     e.raw_events = f.json;
+    f.logs.json = f.json;
+    if (logs_tail->count() > 0) {
+        auto bytes = parse_byte_count(f.tail, "--tail");
+        if (!bytes) {
+            return out.fail(bytes.error());
+        }
+        f.logs.tail = *bytes;
+    }
     if (!after_dashes.empty() && !*exec) {
         return out.fail(make_coded_error("usage", "only exec takes -- CMD..."));
     }
@@ -207,7 +225,9 @@ int main(int argc, char** argv) {
     if (*exec)
         return run_exec(ctx, f.exec);
     if (*scp)
-        return run_scp(ctx, f.from, f.to);
+        return run_scp(ctx, f.from, f.to, f.recursive);
+    if (*logs)
+        return run_logs(ctx, f.logs);
     if (*stop)
         return run_stop(ctx, f.id, f.disk_only);
     if (*resume)

@@ -126,6 +126,14 @@ TEST_CASE("sizes and durations") {
     CHECK(!parse_timeout_ms("s"));
     CHECK(!parse_timeout_ms("99999999999999999999"));
     CHECK(!parse_timeout_ms("18446744073709551615h"));
+    CHECK(parse_byte_count("4096", "--tail").value() == 4096);
+    CHECK(parse_byte_count("64K", "--tail").value() == 65536);
+    CHECK(parse_byte_count("2MiB", "--tail").value() == 2u << 20);
+    CHECK(parse_byte_count("0", "--tail").value() == 0);
+    CHECK(!parse_byte_count("-3", "--tail"));
+    CHECK(!parse_byte_count("3x", "--tail"));
+    CHECK(!parse_byte_count("", "--tail"));
+    CHECK(parse_byte_count("-1", "--tail").error().code == "usage");
 }
 
 TEST_CASE("ttl and idle: the value becomes the body") {
@@ -189,6 +197,18 @@ TEST_CASE("scp operands") {
     CHECK(copy_destination("/tmp/data.bin", "/root", true) == "/root/data.bin");
     CHECK(copy_destination("/tmp/data.bin", "/root/new.bin", false) == "/root/new.bin");
     CHECK(copy_destination("data.bin", ".", true) == "./data.bin");
+}
+
+TEST_CASE("scp -r: where a tree lands") {
+    CHECK(tree_destination("./proj", "/root/proj", false) == "/root/proj");
+    CHECK(tree_destination("./proj", "/root", true) == "/root/proj");
+    CHECK(tree_destination("a/b/proj/", "/root/", true) == "/root/proj");
+    CHECK(tree_destination("/root/proj", "out", false) == "out");
+    CHECK(tree_destination("/root/proj", "out/", true) == "out/proj");
+    CHECK(tree_destination("/", "out", true) == "out");
+    CHECK(tree_destination(".", "/root/x", true) == "/root/x");
+    CHECK(tree_destination("src/..", "/root/x", true) == "/root/x");
+    CHECK(tree_destination("proj", "/", true) == "/proj");
 }
 
 TEST_CASE("base64 both ways") {

@@ -113,6 +113,7 @@ void ApiService::add_routes() {
     host_route("POST", "/v1/sandboxes/{id}/fork", &ApiService::fork_sandbox);
     host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);
+    sandbox_route("GET", "/v1/sandboxes/{id}/logs", &ApiService::sandbox_logs);
     host_route("GET", "/v1/snapshots", &ApiService::list_snapshots);
     host_route("GET", "/v1/snapshots/{name}", &ApiService::get_snapshot);
     host_route("DELETE", "/v1/snapshots/{name}", &ApiService::delete_snapshot);

@@ -77,6 +77,8 @@ private:
     Response get_snapshot(const Request& request, const PathParams& params) const;
     Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
+    // log_routes.cpp
+    Response sandbox_logs(const Request& request, const PathParams& params) const;
     // lifecycle_routes.cpp
     Response ttl_sandbox(const Request& request, const PathParams& params) const;
     Response idle_sandbox(const Request& request, const PathParams& params) const;

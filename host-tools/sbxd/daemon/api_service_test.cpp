@@ -108,6 +108,9 @@ struct RecordingDriver final : SandboxDriver {
     }
     std::string disk_path;  // what disk() gives for every sandbox
     Result<std::string> disk(const std::string&) override { return disk_path; }
+    Result<std::string> console_log(const std::string&) override {
+        return std::string("/nonexistent/console.log");
+    }
 };
 
 struct Fixture {

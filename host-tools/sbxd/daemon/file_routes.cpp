@@ -1,11 +1,13 @@
 // Files in a running sandbox (docs/api.md, "Files"): contents streamed
 // both ways in pieces of at most a DATA frame, whatever the file's size;
-// stat, list, mkdir and remove. Paths are absolute guest paths in the
-// query (`?path=`); the agent checks them. A sandbox with no VMM is read
-// from its disk instead (disk_files.cpp).
+// trees as tar streams both ways (tar_get, tar_put: POSIX ustar with PAX
+// headers, docs/agent-protocol.md); stat, list, mkdir and remove. Paths
+// are absolute guest paths in the query (`?path=`); the agent checks them.
+// A sandbox with no VMM is read from its disk instead (disk_files.cpp).
 #include <sys/socket.h>
 
 #include <charconv>
+#include <limits>
 #include <vector>
 
 #include "base/log.hpp"
@@ -275,6 +277,87 @@ Response GuestRoutes::remove_file(const Request& request, const PathParams& para
         return Response::error(guest_error(removed.error()), request.request_id);
     }
     return Response::ok(json::object(), request.request_id);
+}
+
+Response GuestRoutes::download_tar(const Request& request, const PathParams& params) const {
+    auto path = only_path(request);
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    auto disk = stopped_disk(params.at("id"));
+    if (!disk) {
+        return Response::error(disk.error(), request.request_id);
+    }
+    if (*disk) {
+        return disk_get_tar(**disk, *path, request);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    // Looked at first, as for a download: a missing path or a device is an
+    // error status rather than a cut stream.
+    auto info = agent::files::stat(**client, *path, true);
+    if (!info) {
+        return Response::error(guest_error(info.error()), request.request_id);
+    }
+    if (info->kind != "file" && info->kind != "dir") {
+        return Response::error(api::invalid_argument(fmt::format(
+                                   "{} is a {}, not a directory or a regular file", *path, info->kind)),
+                               request.request_id);
+    }
+    Response response;
+    response.headers.emplace_back("Content-Type", "application/x-tar");
+    response.stream = [client = *client, path = *path](http::BodyWriter& out) {
+        auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
+        auto sink = [&out](std::span<const std::uint8_t> data) -> Result<void> {
+            return out.write(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+        };
+        // No cap: the response's back-pressure bounds what sbxd holds, and
+        // the client decides how much it wants. A failure after the 200
+        // cuts the body short (no last chunk).
+        auto got = agent::files::get_tar(*client, path, sink, std::numeric_limits<std::uint64_t>::max());
+        if (!got && !out.cancelled()) {
+            log::warn("tar of {} failed: {}", path, got.error().to_string());
+            out.cancel();
+        }
+    };
+    return response;
+}
+
+Response GuestRoutes::upload_tar(const Request& request, const PathParams& params) const {
+    auto query = query_params(request, {"path"});
+    if (!query) {
+        return Response::error(query.error(), request.request_id);
+    }
+    auto path = path_param(*query);
+    if (!path) {
+        return Response::error(path.error(), request.request_id);
+    }
+    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
+        return Response::error(stopped.error(), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    http::BodyReader& body = *request.body_stream;
+    std::optional<Error> body_error;
+    auto source = [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+        auto n = body.read(buffer);
+        if (!n) {
+            body_error = n.error();
+        }
+        return n;
+    };
+    // The agent makes the directory (with its parents) and extracts as the
+    // archive arrives; a refused entry ends it, the ones before it stay.
+    auto put = agent::files::put_tar(**client, *path, source);
+    if (!put) {
+        return Response::error(body_error ? *body_error : guest_error(put.error()), request.request_id);
+    }
+    return Response::ok({{"bytes", put->bytes}, {"entries", put->entries}, {"skipped", put->skipped}},
+                        request.request_id);
 }
 
 }  // namespace sbx::sbxd

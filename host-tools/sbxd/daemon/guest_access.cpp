@@ -120,6 +120,8 @@ void GuestRoutes::add_routes(const RouteAdder& add) {
     route("GET", base + "/files/stat", &GuestRoutes::stat_file);
     route("GET", base + "/files/list", &GuestRoutes::list_files);
     route("POST", base + "/files/mkdir", &GuestRoutes::make_dir);
+    route("GET", base + "/files/tar", &GuestRoutes::download_tar);
+    route("PUT", base + "/files/tar", &GuestRoutes::upload_tar, BodyMode::Streamed);
 }
 
 }  // namespace sbx::sbxd

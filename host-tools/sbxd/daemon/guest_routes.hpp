@@ -84,6 +84,9 @@ private:
     Response list_files(const Request& request, const PathParams& params) const;
     Response make_dir(const Request& request, const PathParams& params) const;
     Response remove_file(const Request& request, const PathParams& params) const;
+    // GET/PUT .../files/tar: a tree as a tar stream (tar_get, tar_put).
+    Response download_tar(const Request& request, const PathParams& params) const;
+    Response upload_tar(const Request& request, const PathParams& params) const;
 
     // Files of a sandbox with no VMM, read from its disk (disk_files.cpp).
     // The disk when the sandbox is stopped or crashed (paused too when
@@ -95,6 +98,7 @@ private:
     Response disk_get_file(const std::string& disk, const std::string& path, const Request& request) const;
     Response disk_stat(const std::string& disk, const std::string& path, const Request& request) const;
     Response disk_list(const std::string& disk, const std::string& path, const Request& request) const;
+    Response disk_get_tar(const std::string& disk, const std::string& path, const Request& request) const;
 
     Store& store_;
     SandboxDriver& driver_;

@@ -72,6 +72,9 @@ struct StateDriver final : SandboxDriver {
     Result<std::string> disk(const std::string&) override {
         return make_coded_error("invalid_state", "no disk");
     }
+    Result<std::string> console_log(const std::string&) override {
+        return std::string("/nonexistent/console.log");
+    }
 };
 
 struct Fixture {

@@ -77,6 +77,9 @@ public:
     // sandbox with no VMM (stopped, paused, crashed), for reading its files
     // without resuming it; invalid_state in any other state.
     [[nodiscard]] virtual Result<std::string> disk(const std::string& id) = 0;
+    // The guest console's file (docs/sbxd.md, "Sandbox folders") of a
+    // sandbox in any state; it may not exist yet (a create before its VMM).
+    [[nodiscard]] virtual Result<std::string> console_log(const std::string& id) = 0;
 };
 
 class UnimplementedDriver final : public SandboxDriver {
@@ -100,6 +103,7 @@ public:
     Result<void> remove_snapshot(const std::string&) override { return missing("snapshot delete"); }
     Result<AgentAddress> agent(const std::string&) override { return missing("exec"); }
     Result<std::string> disk(const std::string&) override { return missing("files"); }
+    Result<std::string> console_log(const std::string&) override { return missing("logs"); }
 
 private:
     static Error missing(std::string_view what) {

@@ -224,6 +224,7 @@ Result<Stat> DiskFs::stat_inode(std::uint32_t ino, bool with_target, std::string
     out.mtime = mtime_of(inode.raw, EXT2_INODE_SIZE(fs_->super));
     out.uid = inode_uid(inode.raw);
     out.gid = inode_gid(inode.raw);
+    out.ino = ino;
     if (with_target && out.kind == Kind::Symlink) {
         auto target = read_link(ino, path);
         if (!target) {
@@ -398,9 +399,30 @@ Result<std::vector<DirEntry>> DiskFs::list(std::string_view path) {
     if (!ino) {
         return ino.error();
     }
+    return list_at(*ino, path);
+}
+
+Result<void> DiskFs::check_ino(std::uint32_t ino, std::string_view path) const {
+    if (ino == 0 || ino > fs_->super->s_inodes_count) {
+        return make_coded_error(code::kCorrupt, "{}: inode {} is out of range", path, ino);
+    }
+    return {};
+}
+
+Result<Stat> DiskFs::stat_at(std::uint32_t ino, std::string_view path) {
+    if (auto r = check_ino(ino, path); !r) {
+        return r.error();
+    }
+    return stat_inode(ino, true, path);
+}
+
+Result<std::vector<DirEntry>> DiskFs::list_at(std::uint32_t ino, std::string_view path) {
+    if (auto r = check_ino(ino, path); !r) {
+        return r.error();
+    }
     std::vector<std::pair<std::string, ext2_ino_t>> names;
     bool over = false;
-    auto scanned = scan_dir(*ino, path, [&](std::string_view name, std::uint32_t entry_ino) {
+    auto scanned = scan_dir(ino, path, [&](std::string_view name, std::uint32_t entry_ino) {
         if (name == "." || name == "..") {
             return true;
         }
@@ -438,8 +460,15 @@ Result<std::uint64_t> DiskFs::read(std::string_view path, const ChunkSink& sink)
     if (!ino) {
         return ino.error();
     }
+    return read_at(*ino, path, sink);
+}
+
+Result<std::uint64_t> DiskFs::read_at(std::uint32_t ino, std::string_view path, const ChunkSink& sink) {
+    if (auto r = check_ino(ino, path); !r) {
+        return r.error();
+    }
     Inode inode;
-    if (errcode_t err = ext2fs_read_inode_full(fs_.get(), *ino, inode.small(), sizeof(inode.raw)); err != 0) {
+    if (errcode_t err = ext2fs_read_inode_full(fs_.get(), ino, inode.small(), sizeof(inode.raw)); err != 0) {
         return ext2_error(err, path);
     }
     if (!LINUX_S_ISREG(inode.raw.i_mode)) {
@@ -447,7 +476,7 @@ Result<std::uint64_t> DiskFs::read(std::string_view path, const ChunkSink& sink)
                                 kind_of(inode.raw.i_mode) == Kind::Dir ? "directory" : kind_name(kind_of(inode.raw.i_mode)));
     }
     File file;
-    if (errcode_t err = ext2fs_file_open2(fs_.get(), *ino, inode.small(), 0, file.out()); err != 0) {
+    if (errcode_t err = ext2fs_file_open2(fs_.get(), ino, inode.small(), 0, file.out()); err != 0) {
         return ext2_error(err, path);
     }
     const std::uint64_t size = EXT2_I_SIZE(&inode.raw);

@@ -67,7 +67,8 @@ struct Stat {
     std::int64_t mtime = 0;  // seconds since the epoch
     std::uint32_t uid = 0;
     std::uint32_t gid = 0;
-    std::string target;  // a symlink's
+    std::string target;     // a symlink's
+    std::uint32_t ino = 0;  // the inode (a walk of the tree tells a directory seen before)
 };
 
 struct DirEntry {
@@ -99,6 +100,14 @@ public:
     // of at most 256 KiB; returns its size.
     [[nodiscard]] Result<std::uint64_t> read(std::string_view path, const ChunkSink& sink);
 
+    // The same by inode (Stat::ino of an earlier stat or list entry), so a
+    // walk of a tree need not resolve every path from the root again;
+    // `path` only names it in errors. stat_at gives a symlink's target.
+    [[nodiscard]] Result<Stat> stat_at(std::uint32_t ino, std::string_view path);
+    [[nodiscard]] Result<std::vector<DirEntry>> list_at(std::uint32_t ino, std::string_view path);
+    [[nodiscard]] Result<std::uint64_t> read_at(std::uint32_t ino, std::string_view path,
+                                                const ChunkSink& sink);
+
 private:
     struct Closer {
         void operator()(struct_ext2_filsys* fs) const;
@@ -112,6 +121,8 @@ private:
     [[nodiscard]] Result<Stat> stat_inode(std::uint32_t ino, bool with_target, std::string_view path);
     [[nodiscard]] Result<std::string> read_link(std::uint32_t ino, std::string_view path);
     [[nodiscard]] Result<void> check_dir(std::uint32_t ino, std::string_view path);
+    // kCorrupt for an inode number the file system cannot have.
+    [[nodiscard]] Result<void> check_ino(std::uint32_t ino, std::string_view path) const;
     // Calls `each` with every live entry of directory `dir` (. and .. too)
     // until it returns false; kLimit past kMaxDirRecords records.
     [[nodiscard]] Result<void> scan_dir(std::uint32_t dir, std::string_view path,

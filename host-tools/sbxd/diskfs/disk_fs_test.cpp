@@ -261,6 +261,42 @@ TEST_CASE("an ext4 disk read through a qcow2 overlay sees the overlay's writes")
         CHECK(code_of((*disk)->list("/hello.txt")) == code::kNotADirectory);
         CHECK(code_of((*disk)->list("/loop2")) == code::kSymlinkLoop);
     }
+
+    SUBCASE("by inode: a walk from list entries without resolving paths") {
+        auto root = (*disk)->stat("/", true);
+        REQUIRE(root.has_value());
+        CHECK(root->ino == EXT2_ROOT_INO);
+        auto top = (*disk)->list_at(root->ino, "/");
+        REQUIRE(top.has_value());
+        auto find = [](const std::vector<DirEntry>& entries, std::string_view name) {
+            auto it = std::find_if(entries.begin(), entries.end(),
+                                   [&](const DirEntry& e) { return e.name == name; });
+            REQUIRE(it != entries.end());
+            return it->stat;
+        };
+        auto dir_entries = (*disk)->list_at(find(*top, "dir").ino, "/dir");
+        REQUIRE(dir_entries.has_value());
+        CHECK(dir_entries->size() == 4);
+        auto sub = (*disk)->list_at(find(*dir_entries, "sub").ino, "/dir/sub");
+        REQUIRE(sub.has_value());
+        std::string content;
+        auto read =
+            (*disk)->read_at(find(*sub, "file.bin").ino, "/dir/sub/file.bin",
+                             [&](std::span<const std::uint8_t> data) -> Result<void> {
+                                 content.append(reinterpret_cast<const char*>(data.data()), data.size());
+                                 return {};
+                             });
+        REQUIRE(read.has_value());
+        CHECK(content == big_content());
+        auto link = (*disk)->stat_at(find(*dir_entries, "up").ino, "/dir/up");
+        REQUIRE(link.has_value());
+        CHECK(link->target == "../hello.txt");
+        CHECK(code_of((*disk)->list_at(find(*top, "hello.txt").ino, "/hello.txt")) == code::kNotADirectory);
+        CHECK(code_of((*disk)->read_at(find(*top, "dir").ino, "/dir",
+                                       [](auto) -> Result<void> { return {}; })) == code::kNotAFile);
+        CHECK(code_of((*disk)->stat_at(0, "?")) == code::kCorrupt);
+        CHECK(code_of((*disk)->list_at(0xffffffffu, "?")) == code::kCorrupt);
+    }
 }
 
 TEST_CASE("disks that are not one whole-disk ext4 file system are refused") {

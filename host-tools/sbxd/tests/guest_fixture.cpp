@@ -34,7 +34,7 @@ constexpr const char* kToken = "00112233445566778899aabbccddeeff";
 
 class FixtureDriver final : public SandboxDriver {
 public:
-    explicit FixtureDriver(std::string vsock) : vsock_(std::move(vsock)) {}
+    FixtureDriver(std::string vsock, std::string dir) : vsock_(std::move(vsock)), dir_(std::move(dir)) {}
     Result<CreateOutcome> create(const CreateSpec&) override { return none(); }
     Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return none(); }
     Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return none(); }
@@ -53,10 +53,15 @@ public:
         return AgentAddress{vsock_, kToken};
     }
     Result<std::string> disk(const std::string&) override { return none(); }
+    // DIR/ID-console.log: the test writes it.
+    Result<std::string> console_log(const std::string& id) override {
+        return dir_ + "/" + id + "-console.log";
+    }
 
 private:
     static Error none() { return make_coded_error("not_implemented", "not in this fixture"); }
     std::string vsock_;
+    std::string dir_;
 };
 
 // Copies bytes both ways until both directions end; a half-close is
@@ -156,7 +161,7 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
-    FixtureDriver driver(vsock);
+    FixtureDriver driver(vsock, dir);
     ApiService service(**store, driver, DaemonInfo{"fixture", "test", dir, api::HostLimits{}});
     boost::asio::io_context io;
     boost::asio::thread_pool workers(4);

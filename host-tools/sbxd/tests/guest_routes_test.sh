@@ -170,6 +170,50 @@ ws /v1/sandboxes/sbx_run/exec '{}' >"$tmp/ws10"
 wspy ws10 'b["httpStatus"] == 405'
 [ "$(status ws11 "$base/exec/ws")" = 400 ] || fail "a plain GET of exec/ws: $(cat "$tmp/ws11")"
 
+# 9. The console log (the fixture's is $tmp/ID-console.log): ranges, the
+# size header, a stopped sandbox's, errors.
+printf 'Linux version 6.12\nline two\n' >"$tmp/sbx_run-console.log"
+api -D "$tmp/log1.h" -o "$tmp/log1" "$base/logs"
+[ "$(cat "$tmp/log1")" = "$(printf 'Linux version 6.12\nline two')" ] || fail "logs: $(cat "$tmp/log1")"
+grep -qi '^Sandbox-Log-Size: 28' "$tmp/log1.h" || fail "logs: no size header: $(cat "$tmp/log1.h")"
+[ "$(api "$base/logs?tail=9")" = "line two" ] || fail "logs tail"
+[ "$(api "$base/logs?offset=19")" = "line two" ] || fail "logs offset"
+head -c 3000000 /dev/urandom >"$tmp/sbx_off-console.log"
+api -o "$tmp/log2" http://sbxd/v1/sandboxes/sbx_off/logs
+cmp -s "$tmp/log2" "$tmp/sbx_off-console.log" || fail "the streamed log of a stopped sandbox differs"
+[ "$(status log3 "$base/logs?offset=1&tail=2")" = 400 ] || fail "logs offset and tail: $(cat "$tmp/log3")"
+py log3 'b["code"] == "invalid_argument"'
+[ "$(status log4 http://sbxd/v1/sandboxes/sbx_nope/logs)" = 404 ] || fail "logs of an unknown sandbox"
+py log4 'b["code"] == "not_found"'
+
+# 10. Trees as tar: a GET lists what GNU tar sees, a PUT of GNU tar's
+# archive makes the directory and lands byte for byte; errors.
+if command -v tar >/dev/null; then
+    src=$tmp/tree-src
+    mkdir -p "$src/a/b" "$src/empty"
+    head -c 2000000 /dev/urandom >"$src/a/b/blob"
+    printf 'x\n' >"$src/a/x.txt"
+    : >"$src/zero"
+    ln -s a/x.txt "$src/link"
+    api -o "$tmp/tree.tar" "$base/files/tar?path=$src"
+    tar -tf "$tmp/tree.tar" | sort >"$tmp/tree.names"
+    [ "$(tr '\n' ' ' <"$tmp/tree.names")" = "a/ a/b/ a/b/blob a/x.txt empty/ link zero " ] ||
+        fail "tar GET names: $(cat "$tmp/tree.names")"
+    tar -C "$src" -cf "$tmp/up.tar" .
+    [ "$(status tput -X PUT -T "$tmp/up.tar" "$base/files/tar?path=$tmp/tree-dst/new")" = 200 ] ||
+        fail "tar PUT: $(cat "$tmp/tput")"
+    py tput 'b["entries"] == 8 and b["bytes"] == '"$(wc -c <"$tmp/up.tar")"' and b["skipped"] == 0'
+    diff -r "$src" "$tmp/tree-dst/new" >/dev/null || fail "tar PUT: the trees differ"
+    [ "$(readlink "$tmp/tree-dst/new/link")" = a/x.txt ] || fail "tar PUT: the symlink"
+    [ "$(status tget2 "$base/files/tar?path=$tmp/none")" = 404 ] || fail "tar GET of nothing: $(cat "$tmp/tget2")"
+    printf 'not a tar' >"$tmp/bad.tar"
+    [ "$(status tput2 -X PUT -T "$tmp/bad.tar" "$base/files/tar?path=$tmp/tree-dst/bad")" = 400 ] ||
+        fail "tar PUT of junk: $(cat "$tmp/tput2")"
+    py tput2 'b["code"] == "invalid_argument"'
+    [ "$(status tput3 -X PUT -T "$tmp/up.tar" http://sbxd/v1/sandboxes/sbx_off/files/tar?path=/x)" = 409 ] ||
+        fail "tar PUT to a stopped sandbox: $(cat "$tmp/tput3")"
+fi
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures failures" >&2
     exit 1

@@ -343,8 +343,8 @@ for route in sorted(set(code_routes) & set(spec_routes)):
     body = resolve(op["requestBody"]) if "requestBody" in op else None
     json_schema = body and body.get("content", {}).get("application/json", {}).get("schema")
     if code["streamed"]:
-        if not body or "application/octet-stream" not in body.get("content", {}):
-            fail(f"{where}: a streamed body is application/octet-stream in the spec")
+        if not body or not {"application/octet-stream", "application/x-tar"} & set(body.get("content", {})):
+            fail(f"{where}: a streamed body is application/octet-stream (or x-tar) in the spec")
         continue
     if not fields:
         if body:

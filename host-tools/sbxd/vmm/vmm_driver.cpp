@@ -481,4 +481,11 @@ Result<std::string> VmmDriver::disk(const std::string& id) {
     return files(id).disk();
 }
 
+Result<std::string> VmmDriver::console_log(const std::string& id) {
+    if (auto s = store_.get_sandbox(id); !s) {
+        return s.error();
+    }
+    return files(id).console_log();
+}
+
 }  // namespace sbx::sbxd

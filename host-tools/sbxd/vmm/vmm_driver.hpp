@@ -92,6 +92,7 @@ public:
     Result<void> remove_snapshot(const std::string& name) override;
     Result<AgentAddress> agent(const std::string& id) override;
     Result<std::string> disk(const std::string& id) override;
+    Result<std::string> console_log(const std::string& id) override;
 
 private:
     // Holds one sandbox's operation lock.
