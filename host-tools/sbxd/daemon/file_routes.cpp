@@ -23,8 +23,8 @@ using http::Response;
 using nlohmann::json;
 
 // The query's parameters, each named once; others are refused.
-Result<std::map<std::string, std::string, std::less<>>> query_params(const http::Request& request,
-                                                                       std::initializer_list<std::string_view> known) {
+Result<std::map<std::string, std::string, std::less<>>> query_params(
+    const http::Request& request, std::initializer_list<std::string_view> known) {
     std::map<std::string, std::string, std::less<>> out;
     for (const auto& [key, value] : request.query) {
         if (std::find(known.begin(), known.end(), key) == known.end()) {
@@ -45,7 +45,8 @@ Result<std::string> path_param(const std::map<std::string, std::string, std::les
     return it->second;
 }
 
-Result<bool> flag_param(const std::map<std::string, std::string, std::less<>>& params, std::string_view name) {
+Result<bool> flag_param(const std::map<std::string, std::string, std::less<>>& params,
+                        std::string_view name) {
     auto it = params.find(name);
     if (it == params.end() || it->second == "false" || it->second == "0") {
         return false;
@@ -69,9 +70,34 @@ const char* kind_name(std::string_view kind) {
     return kind == "file" ? "file" : kind == "dir" ? "dir" : kind == "symlink" ? "symlink" : "other";
 }
 
+// A 200 whose body the agent's reply streams through SINK (READ(client,
+// sink)); WHAT names it in the log. A failure after the 200 can only cut
+// the body short: chunked coding then never sends its last chunk, which
+// the client sees (RFC 9112 §7.1).
+using Sink = std::function<Result<void>(std::span<const std::uint8_t>)>;
+template <typename Read>
+Response stream_from_agent(std::shared_ptr<agent::AgentClient> client, std::string content_type,
+                           std::string what, Read read) {
+    Response response;
+    response.headers.emplace_back("Content-Type", std::move(content_type));
+    response.stream = [client = std::move(client), what = std::move(what), read](http::BodyWriter& out) {
+        auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
+        Sink sink = [&out](std::span<const std::uint8_t> data) -> Result<void> {
+            return out.write(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+        };
+        auto done = read(*client, sink);
+        if (!done && !out.cancelled()) {
+            log::warn("{} failed: {}", what, done.error().to_string());
+            out.cancel();
+        }
+    };
+    return response;
+}
+
 }  // namespace
 
-Response GuestRoutes::get_file(const Request& request, const PathParams& params) const {
+Response GuestRoutes::read_path(const Request& request, const PathParams& params, DiskRead on_disk,
+                                const AgentRead& on_agent) const {
     auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
@@ -81,39 +107,35 @@ Response GuestRoutes::get_file(const Request& request, const PathParams& params)
         return Response::error(disk.error(), request.request_id);
     }
     if (*disk) {
-        return disk_get_file(**disk, *path, request);
+        return (this->*on_disk)(**disk, *path, request);
     }
     auto client = connect(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
-    // Looked at first, so that a missing file or a directory is an error
-    // status rather than a cut stream.
-    auto info = agent::files::stat(**client, *path, true);
-    if (!info) {
-        return Response::error(guest_error(info.error()), request.request_id);
-    }
-    if (info->kind != "file") {
-        return Response::error(api::invalid_argument(fmt::format("{} is a {}, not a regular file", *path,
-                                                                 info->kind == "dir" ? "directory" : info->kind)),
-                               request.request_id);
-    }
-    Response response;
-    response.headers.emplace_back("Content-Type", "application/octet-stream");
-    response.stream = [client = *client, path = *path](http::BodyWriter& out) {
-        auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
-        auto sink = [&out](std::span<const std::uint8_t> data) -> Result<void> {
-            return out.write(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
-        };
-        // A failure after the 200 can only cut the body short: chunked
-        // coding then never sends its last chunk, which the client sees.
-        auto read = agent::files::read_file(*client, path, sink);
-        if (!read && !out.cancelled()) {
-            log::warn("download of {} failed: {}", path, read.error().to_string());
-            out.cancel();
-        }
-    };
-    return response;
+    return on_agent(*client, *path);
+}
+
+Response GuestRoutes::get_file(const Request& request, const PathParams& params) const {
+    return read_path(
+        request, params, &GuestRoutes::disk_get_file, [&](const auto& client, const std::string& path) {
+            // Looked at first, so that a missing file or a directory is an
+            // error status rather than a cut stream.
+            auto info = agent::files::stat(*client, path, true);
+            if (!info) {
+                return Response::error(guest_error(info.error()), request.request_id);
+            }
+            if (info->kind != "file") {
+                return Response::error(
+                    api::invalid_argument(fmt::format("{} is a {}, not a regular file", path,
+                                                      info->kind == "dir" ? "directory" : info->kind)),
+                    request.request_id);
+            }
+            return stream_from_agent(client, "application/octet-stream", "download of " + path,
+                                     [path](agent::AgentClient& c, const Sink& sink) {
+                                         return agent::files::read_file(c, path, sink);
+                                     });
+        });
 }
 
 Response GuestRoutes::put_file(const Request& request, const PathParams& params) const {
@@ -160,63 +182,39 @@ Response GuestRoutes::put_file(const Request& request, const PathParams& params)
 }
 
 Response GuestRoutes::stat_file(const Request& request, const PathParams& params) const {
-    auto path = only_path(request);
-    if (!path) {
-        return Response::error(path.error(), request.request_id);
-    }
-    auto disk = stopped_disk(params.at("id"));
-    if (!disk) {
-        return Response::error(disk.error(), request.request_id);
-    }
-    if (*disk) {
-        return disk_stat(**disk, *path, request);
-    }
-    auto client = connect(params.at("id"));
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto info = agent::files::stat(**client, *path);
-    if (!info) {
-        return Response::error(guest_error(info.error()), request.request_id);
-    }
-    json stat = {{"path", *path},        {"type", kind_name(info->kind)}, {"size", info->size},
-                 {"mode", info->mode},   {"mtime", info->mtime},          {"uid", info->uid},
-                 {"gid", info->gid}};
-    if (info->kind == "symlink") {
-        stat["target"] = info->target;
-    }
-    return Response::ok({{"stat", stat}}, request.request_id);
+    return read_path(
+        request, params, &GuestRoutes::disk_stat, [&](const auto& client, const std::string& path) {
+            auto info = agent::files::stat(*client, path);
+            if (!info) {
+                return Response::error(guest_error(info.error()), request.request_id);
+            }
+            json stat = {{"path", path},       {"type", kind_name(info->kind)}, {"size", info->size},
+                         {"mode", info->mode}, {"mtime", info->mtime},          {"uid", info->uid},
+                         {"gid", info->gid}};
+            if (info->kind == "symlink") {
+                stat["target"] = info->target;
+            }
+            return Response::ok({{"stat", stat}}, request.request_id);
+        });
 }
 
 Response GuestRoutes::list_files(const Request& request, const PathParams& params) const {
-    auto path = only_path(request);
-    if (!path) {
-        return Response::error(path.error(), request.request_id);
-    }
-    auto disk = stopped_disk(params.at("id"));
-    if (!disk) {
-        return Response::error(disk.error(), request.request_id);
-    }
-    if (*disk) {
-        return disk_list(**disk, *path, request);
-    }
-    auto client = connect(params.at("id"));
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto entries = agent::files::list(**client, *path);
-    if (!entries) {
-        return Response::error(guest_error(entries.error()), request.request_id);
-    }
-    json list = json::array();
-    for (const auto& e : *entries) {
-        list.push_back({{"name", e.name},
-                        {"type", kind_name(e.kind)},
-                        {"size", e.size},
-                        {"mode", e.mode},
-                        {"mtime", e.mtime}});
-    }
-    return Response::ok({{"entries", list}}, request.request_id);
+    return read_path(request, params, &GuestRoutes::disk_list,
+                     [&](const auto& client, const std::string& path) {
+                         auto entries = agent::files::list(*client, path);
+                         if (!entries) {
+                             return Response::error(guest_error(entries.error()), request.request_id);
+                         }
+                         json list = json::array();
+                         for (const auto& e : *entries) {
+                             list.push_back({{"name", e.name},
+                                             {"type", kind_name(e.kind)},
+                                             {"size", e.size},
+                                             {"mode", e.mode},
+                                             {"mtime", e.mtime}});
+                         }
+                         return Response::ok({{"entries", list}}, request.request_id);
+                     });
 }
 
 Response GuestRoutes::make_dir(const Request& request, const PathParams& params) const {
@@ -238,7 +236,8 @@ Response GuestRoutes::make_dir(const Request& request, const PathParams& params)
         return Response::error(r.error(), request.request_id);
     }
     if (!*path || path->value().empty() || path->value().front() != '/') {
-        return Response::error(api::invalid_argument("path must be an absolute guest path"), request.request_id);
+        return Response::error(api::invalid_argument("path must be an absolute guest path"),
+                               request.request_id);
     }
     if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
         return Response::error(stopped.error(), request.request_id);
@@ -280,49 +279,28 @@ Response GuestRoutes::remove_file(const Request& request, const PathParams& para
 }
 
 Response GuestRoutes::download_tar(const Request& request, const PathParams& params) const {
-    auto path = only_path(request);
-    if (!path) {
-        return Response::error(path.error(), request.request_id);
-    }
-    auto disk = stopped_disk(params.at("id"));
-    if (!disk) {
-        return Response::error(disk.error(), request.request_id);
-    }
-    if (*disk) {
-        return disk_get_tar(**disk, *path, request);
-    }
-    auto client = connect(params.at("id"));
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    // Looked at first, as for a download: a missing path or a device is an
-    // error status rather than a cut stream.
-    auto info = agent::files::stat(**client, *path, true);
-    if (!info) {
-        return Response::error(guest_error(info.error()), request.request_id);
-    }
-    if (info->kind != "file" && info->kind != "dir") {
-        return Response::error(api::invalid_argument(fmt::format(
-                                   "{} is a {}, not a directory or a regular file", *path, info->kind)),
-                               request.request_id);
-    }
-    Response response;
-    response.headers.emplace_back("Content-Type", "application/x-tar");
-    response.stream = [client = *client, path = *path](http::BodyWriter& out) {
-        auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
-        auto sink = [&out](std::span<const std::uint8_t> data) -> Result<void> {
-            return out.write(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
-        };
-        // No cap: the response's back-pressure bounds what sbxd holds, and
-        // the client decides how much it wants. A failure after the 200
-        // cuts the body short (no last chunk).
-        auto got = agent::files::get_tar(*client, path, sink, std::numeric_limits<std::uint64_t>::max());
-        if (!got && !out.cancelled()) {
-            log::warn("tar of {} failed: {}", path, got.error().to_string());
-            out.cancel();
-        }
-    };
-    return response;
+    return read_path(
+        request, params, &GuestRoutes::disk_get_tar, [&](const auto& client, const std::string& path) {
+            // Looked at first, as for a download: a missing path or a device
+            // is an error status rather than a cut stream.
+            auto info = agent::files::stat(*client, path, true);
+            if (!info) {
+                return Response::error(guest_error(info.error()), request.request_id);
+            }
+            if (info->kind != "file" && info->kind != "dir") {
+                return Response::error(
+                    api::invalid_argument(
+                        fmt::format("{} is a {}, not a directory or a regular file", path, info->kind)),
+                    request.request_id);
+            }
+            // No cap: the response's back-pressure bounds what sbxd holds, and
+            // the client decides how much it wants.
+            return stream_from_agent(client, "application/x-tar", "tar of " + path,
+                                     [path](agent::AgentClient& c, const Sink& sink) {
+                                         return agent::files::get_tar(
+                                             c, path, sink, std::numeric_limits<std::uint64_t>::max());
+                                     });
+        });
 }
 
 Response GuestRoutes::upload_tar(const Request& request, const PathParams& params) const {

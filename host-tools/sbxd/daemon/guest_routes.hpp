@@ -65,7 +65,8 @@ private:
 
     // Detached processes started here, by (sandbox, process id): their
     // history row, finished when a route sees the exit.
-    void remember(const std::string& sandbox_id, const std::string& process_id, std::int64_t history_id) const;
+    void remember(const std::string& sandbox_id, const std::string& process_id,
+                  std::int64_t history_id) const;
     void saw_exit(const std::string& sandbox_id, const std::string& process_id, std::optional<int> code,
                   std::optional<int> signal) const;
 
@@ -73,7 +74,8 @@ private:
     // GET .../exec/ws (ws_exec_routes.cpp): the handshake's answer, whose
     // WebSocket handler is serve_ws_exec.
     Response exec_ws(const Request& request, const PathParams& params) const;
-    void serve_ws_exec(const std::string& sandbox_id, const std::string& request_id, http::WsChannel& channel) const;
+    void serve_ws_exec(const std::string& sandbox_id, const std::string& request_id,
+                       http::WsChannel& channel) const;
     Response list_processes(const Request& request, const PathParams& params) const;
     Response get_process(const Request& request, const PathParams& params) const;
     Response process_output(const Request& request, const PathParams& params) const;
@@ -87,6 +89,15 @@ private:
     // GET/PUT .../files/tar: a tree as a tar stream (tar_get, tar_put).
     Response download_tar(const Request& request, const PathParams& params) const;
     Response upload_tar(const Request& request, const PathParams& params) const;
+
+    // A read of ?path= (download, stat, list, tar): from the disk of a
+    // sandbox with no VMM (ON_DISK), else through its agent (ON_AGENT).
+    using DiskRead = Response (GuestRoutes::*)(const std::string& disk, const std::string& path,
+                                               const Request& request) const;
+    using AgentRead =
+        std::function<Response(const std::shared_ptr<agent::AgentClient>& client, const std::string& path)>;
+    Response read_path(const Request& request, const PathParams& params, DiskRead on_disk,
+                       const AgentRead& on_agent) const;
 
     // Files of a sandbox with no VMM, read from its disk (disk_files.cpp).
     // The disk when the sandbox is stopped or crashed (paused too when
