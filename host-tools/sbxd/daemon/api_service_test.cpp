@@ -9,12 +9,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
 #include "host-tools/sbxd/auth/api_keys.hpp"
+#include "host-tools/sbxd/testing/api_fixture.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
@@ -162,16 +163,8 @@ struct Fixture {
 
     http::Response call(std::string method, std::string target, std::string body = {},
                         http::Pairs headers = {}, http::Transport transport = http::Transport::Unix) const {
-        http::Request request;
-        request.method = std::move(method);
-        auto split = http::split_target(target).value();
-        request.path = split.first;
-        request.query = split.second;
-        request.body = std::move(body);
-        request.headers = std::move(headers);
-        request.request_id = "req_test";
-        request.transport = transport;
-        return service->handle(std::move(request));
+        return service->handle(
+            testing::api_request(std::move(method), target, std::move(body), std::move(headers), transport));
     }
 };
 
@@ -491,7 +484,8 @@ TEST_CASE("named snapshots: made through the driver, listed, read, deleted; a us
     CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"].empty());
 }
 
-TEST_CASE("a create from a named snapshot takes its machine unless told; cold and why memory was not restored") {
+TEST_CASE(
+    "a create from a named snapshot takes its machine unless told; cold and why memory was not restored") {
     Fixture f;
     f.driver.create_ok = true;
     REQUIRE(f.store->add_snapshot({"py-ready", "sbx_1", true, "default", 3, 5, 1, 512, 0, "x"}).has_value());
@@ -530,7 +524,8 @@ TEST_CASE("files of a stopped sandbox come from its disk; changes are invalid_st
     std::filesystem::create_symlink("/root/x", tree + "/root/link");
     const std::string image = f.dir + "/disk.ext4";
     REQUIRE(std::system(("PATH=$PATH:/sbin:/usr/sbin mkfs.ext4 -q -F -d " + tree + " " + image +
-                         " 8M >/dev/null 2>&1").c_str()) == 0);
+                         " 8M >/dev/null 2>&1")
+                            .c_str()) == 0);
     f.driver.disk_path = image;
     f.run("sbx_1");
     f.stop("sbx_1");
@@ -557,7 +552,8 @@ TEST_CASE("files of a stopped sandbox come from its disk; changes are invalid_st
     CHECK(entries[0]["name"] == "d");
     CHECK(entries[0]["type"] == "dir");
     CHECK(entries[1]["name"] == "link");
-    CHECK(entries[2] == json{{"name", "x"}, {"type", "file"}, {"size", 17}, {"mode", 0600}, {"mtime", st["mtime"]}});
+    CHECK(entries[2] ==
+          json{{"name", "x"}, {"type", "file"}, {"size", 17}, {"mode", 0600}, {"mtime", st["mtime"]}});
 
     auto download = f.call("GET", base + "?path=/root/link");
     REQUIRE(download.status == 200);

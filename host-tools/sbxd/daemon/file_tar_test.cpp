@@ -13,6 +13,7 @@
 
 #include "guest-agent/files/tar_reader.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/testing/api_fixture.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
@@ -20,66 +21,35 @@ using nlohmann::json;
 
 namespace {
 
-struct DiskDriver final : SandboxDriver {
+struct DiskDriver final : testing::UnusedDriver {
     std::string disk_path;
-    static Error unused() { return make_coded_error("internal", "unused"); }
-    Result<CreateOutcome> create(const CreateSpec&) override { return unused(); }
-    Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return unused(); }
-    Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return unused(); }
-    Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
-                                            const std::optional<IdempotencyClaim>&,
-                                            const std::vector<std::string>&) override {
-        return unused();
-    }
-    Result<void> remove(const std::string&) override { return unused(); }
-    Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
-        return unused();
-    }
-    Result<void> remove_snapshot(const std::string&) override { return unused(); }
     Result<AgentAddress> agent(const std::string&) override {
         return make_coded_error("invalid_state", "not running");
     }
     Result<std::string> disk(const std::string&) override { return disk_path; }
-    Result<std::string> console_log(const std::string&) override { return unused(); }
 };
 
 struct Fixture {
-    std::string dir;
-    std::unique_ptr<Store> store;
+    testing::TempDir tmp{"sbxd-tar"};
+    std::string dir = tmp.path();
+    std::unique_ptr<Store> store = testing::open_store(tmp.db());
     DiskDriver driver;
     std::unique_ptr<ApiService> service;
 
     Fixture() {
-        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-tar-XXXXXX").string();
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        dir = templ;
-        store = std::move(Store::open(dir + "/sbxd.db").value());
         service = std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", {}},
                                                [] { return UnixMillis{1'700'000'000'000}; });
         for (const char* id : {"sbx_run", "sbx_off"}) {
-            SandboxRecord s;
-            s.id = id;
-            s.name = id;
-            s.from = "default";
-            s.size = "small";
-            s.created_at = 1'700'000'000'000;
-            s.last_activity_at = s.created_at;
-            REQUIRE(store->create_sandbox(s, std::nullopt).has_value());
+            auto s = testing::add_sandbox(*store, id);
             REQUIRE(store->change_state(id, {SandboxState::Running, s.created_at, std::nullopt}).has_value());
         }
         for (auto state : {SandboxState::Stopping, SandboxState::Stopped}) {
             REQUIRE(store->change_state("sbx_off", {state, 1'700'000'000'000, std::nullopt}).has_value());
         }
     }
-    ~Fixture() { std::filesystem::remove_all(dir); }
 
     http::Response call(const std::string& method, const std::string& target) const {
-        http::Request request;
-        request.method = method;
-        auto split = http::split_target(target).value();
-        request.path = split.first;
-        request.query = split.second;
-        request.request_id = "req_test";
+        auto request = testing::api_request(method, target);
         request.body_stream = std::make_shared<http::BodyReader>(1 << 16, [] {});
         request.body_stream->finish();
         return service->handle(std::move(request));

@@ -8,6 +8,7 @@
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/testing/api_fixture.hpp"
 #include "host-tools/sbxd/testing/temp_dir.hpp"
 
 using namespace sbx;
@@ -119,16 +120,8 @@ struct Fixture {
 
     http::Response call(std::string method, std::string target, std::string body = {},
                         http::Transport transport = http::Transport::Unix, http::Pairs headers = {}) const {
-        http::Request request;
-        request.method = std::move(method);
-        auto split = http::split_target(target).value();
-        request.path = split.first;
-        request.query = split.second;
-        request.body = std::move(body);
-        request.headers = std::move(headers);
-        request.request_id = "req_test";
-        request.transport = transport;
-        return service->handle(std::move(request));
+        return service->handle(
+            testing::api_request(std::move(method), target, std::move(body), std::move(headers), transport));
     }
     SandboxRecord sandbox(const std::string& id) const { return store->get_sandbox(id).value(); }
 };

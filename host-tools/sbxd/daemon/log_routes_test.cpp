@@ -9,6 +9,7 @@
 
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/testing/api_fixture.hpp"
 
 using namespace sbx;
 using namespace sbx::sbxd;
@@ -16,55 +17,26 @@ using nlohmann::json;
 
 namespace {
 
-struct LogDriver final : SandboxDriver {
+struct LogDriver final : testing::UnusedDriver {
     std::string dir;
-    static Error unused() { return make_coded_error("internal", "unused"); }
-    Result<CreateOutcome> create(const CreateSpec&) override { return unused(); }
-    Result<SandboxRecord> stop(const std::string&, const api::StopRequest&) override { return unused(); }
-    Result<ResumeOutcome> resume(const std::string&, const api::ResumeRequest&) override { return unused(); }
-    Result<std::vector<SandboxRecord>> fork(const std::string&, const api::ForkRequest&,
-                                            const std::optional<IdempotencyClaim>&,
-                                            const std::vector<std::string>&) override {
-        return unused();
-    }
-    Result<void> remove(const std::string&) override { return unused(); }
-    Result<SnapshotRecord> snapshot(const std::string&, const api::SnapshotRequest&) override {
-        return unused();
-    }
-    Result<void> remove_snapshot(const std::string&) override { return unused(); }
-    Result<AgentAddress> agent(const std::string&) override {
-        return make_coded_error("invalid_state", "no");
-    }
-    Result<std::string> disk(const std::string&) override { return make_coded_error("invalid_state", "no"); }
     Result<std::string> console_log(const std::string& id) override { return dir + "/" + id + ".log"; }
 };
 
 struct Fixture {
-    std::string dir;
-    std::unique_ptr<Store> store;
+    testing::TempDir tmp{"sbxd-logs"};
+    std::string dir = tmp.path();
+    std::unique_ptr<Store> store = testing::open_store(tmp.db());
     LogDriver driver;
     std::unique_ptr<ApiService> service;
 
     Fixture() {
-        std::string templ = (std::filesystem::temp_directory_path() / "sbxd-logs-XXXXXX").string();
-        REQUIRE(::mkdtemp(templ.data()) != nullptr);
-        dir = templ;
         driver.dir = dir;
-        store = std::move(Store::open(dir + "/sbxd.db").value());
         service = std::make_unique<ApiService>(*store, driver, DaemonInfo{"host-a", "test", "/images", {}},
                                                [] { return UnixMillis{1'700'000'000'000}; });
         for (const char* id : {"sbx_1", "sbx_2"}) {
-            SandboxRecord s;
-            s.id = id;
-            s.name = id;
-            s.from = "default";
-            s.size = "small";
-            s.created_at = 1'700'000'000'000;
-            s.last_activity_at = s.created_at;
-            REQUIRE(store->create_sandbox(s, std::nullopt).has_value());
+            testing::add_sandbox(*store, id);
         }
     }
-    ~Fixture() { std::filesystem::remove_all(dir); }
 
     void write_log(const std::string& id, const std::string& text) const {
         std::ofstream(dir + "/" + id + ".log", std::ios::binary | std::ios::trunc) << text;
@@ -72,15 +44,7 @@ struct Fixture {
 
     http::Response get(const std::string& target, http::Transport transport = http::Transport::Unix,
                        http::Pairs headers = {}) const {
-        http::Request request;
-        request.method = "GET";
-        auto split = http::split_target(target).value();
-        request.path = split.first;
-        request.query = split.second;
-        request.headers = std::move(headers);
-        request.request_id = "req_test";
-        request.transport = transport;
-        return service->handle(std::move(request));
+        return service->handle(testing::api_request("GET", target, {}, std::move(headers), transport));
     }
 };
 
