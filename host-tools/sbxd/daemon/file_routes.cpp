@@ -70,6 +70,19 @@ const char* kind_name(std::string_view kind) {
     return kind == "file" ? "file" : kind == "dir" ? "dir" : kind == "symlink" ? "symlink" : "other";
 }
 
+// The request's body as an upload's source for the agent client; a read
+// error is kept in ERROR, so that the answer names the body's failure
+// rather than the agent's.
+auto body_source(http::BodyReader& body, std::optional<Error>& error) {
+    return [&body, &error](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
+        auto n = body.read(buffer);
+        if (!n) {
+            error = n.error();
+        }
+        return n;
+    };
+}
+
 // A 200 whose body the agent's reply streams through SINK (READ(client,
 // sink)); WHAT names it in the log. A failure after the 200 can only cut
 // the body short: chunked coding then never sends its last chunk, which
@@ -165,15 +178,8 @@ Response GuestRoutes::put_file(const Request& request, const PathParams& params)
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
-    http::BodyReader& body = *request.body_stream;
     std::optional<Error> body_error;
-    auto source = [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-        auto n = body.read(buffer);
-        if (!n) {
-            body_error = n.error();
-        }
-        return n;
-    };
+    auto source = body_source(*request.body_stream, body_error);
     auto written = agent::files::write_file(**client, *path, source, options);
     if (!written) {
         return Response::error(body_error ? *body_error : guest_error(written.error()), request.request_id);
@@ -319,15 +325,8 @@ Response GuestRoutes::upload_tar(const Request& request, const PathParams& param
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
-    http::BodyReader& body = *request.body_stream;
     std::optional<Error> body_error;
-    auto source = [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-        auto n = body.read(buffer);
-        if (!n) {
-            body_error = n.error();
-        }
-        return n;
-    };
+    auto source = body_source(*request.body_stream, body_error);
     // The agent makes the directory (with its parents) and extracts as the
     // archive arrives; a refused entry ends it, the ones before it stay.
     auto put = agent::files::put_tar(**client, *path, source);
