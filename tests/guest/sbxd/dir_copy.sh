@@ -70,7 +70,7 @@ dc_logged() { curl -sS --unix-socket "$sock" --max-time 300 "http://sbxd/v1/sand
 wait_until 120 "the marker in the console log" dc_logged
 check "dir_copy: GET logs has what the guest wrote to /dev/console" 0 "$?"
 check "dir_copy: sbx logs has it too" 1 "$(sbxc logs "$dc" 2>/dev/null | grep -c "$dc_mark")"
-check "dir_copy: sbx logs --tail has it at the end" "$dc_mark" "$(sbxc logs "$dc" --tail 4K 2>/dev/null | grep "$dc_mark" | tail -n 1)"
+check "dir_copy: sbx logs --tail has it at the end" "$dc_mark" "$(sbxc logs "$dc" --tail 4K 2>/dev/null | tr -d '\r' | grep "$dc_mark" | tail -n 1)"
 dc_tail=$(curl -sS --unix-socket "$sock" --max-time 300 -D "$w/dc-logs.h" "http://sbxd/v1/sandboxes/$dc/logs?tail=20" | wc -c)
 dc_size=$(tr -d '\r' <"$w/dc-logs.h" | sed -n 's/^[Ss]andbox-[Ll]og-[Ss]ize: //p')
 dc_offset=$(tr -d '\r' <"$w/dc-logs.h" | sed -n 's/^[Ss]andbox-[Ll]og-[Oo]ffset: //p')
