@@ -311,7 +311,7 @@ def handler_reads(handler):
             queries.add(m.group(1))
         for m in re.finditer(r"\.header\((\"[\w-]+\"|\w+)\)", body):
             headers.add(literal_or_variable(m.group(1), body, m.start()))
-        for m in re.finditer(r"\b(parse_\w+|only_path|idempotency_claim)\(", body):
+        for m in re.finditer(r"\b(parse_\w+|only_path|read_path|idempotency_claim)\(", body):
             if m.group(1) not in ("parse_body", "parse_offset", "parse_duration", "parse_sandbox_state"):
                 todo.append(m.group(1))
     return fields, queries, headers
