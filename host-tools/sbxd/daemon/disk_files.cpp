@@ -57,8 +57,10 @@ Result<std::shared_ptr<diskfs::DiskFs>> open_disk(const std::string& disk) {
 }
 
 json stat_json(const std::string& path, const diskfs::Stat& st) {
-    json out = {{"path", path},     {"type", diskfs::kind_name(st.kind)}, {"size", st.size}, {"mode", st.mode},
-                {"mtime", st.mtime}, {"uid", st.uid},                      {"gid", st.gid}};
+    json out = {{"path", path},      {"type", diskfs::kind_name(st.kind)},
+                {"size", st.size},   {"mode", st.mode},
+                {"mtime", st.mtime}, {"uid", st.uid},
+                {"gid", st.gid}};
     if (st.kind == diskfs::Kind::Symlink) {
         out["target"] = st.target;
     }
@@ -220,7 +222,8 @@ Result<std::optional<std::string>> GuestRoutes::stopped_disk(const std::string& 
     return std::optional<std::string>(std::move(*disk));
 }
 
-Result<void> GuestRoutes::refuse_stopped(const std::string& sandbox_id) const {
+Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect_to_change(
+    const std::string& sandbox_id) const {
     auto sandbox = store_.get_sandbox(sandbox_id);
     if (!sandbox) {
         return sandbox.error();
@@ -231,10 +234,11 @@ Result<void> GuestRoutes::refuse_stopped(const std::string& sandbox_id) const {
                                 "(POST /v1/sandboxes/{}/resume)",
                                 sandbox_id, to_string(sandbox->state), sandbox_id);
     }
-    return {};
+    return connect(sandbox_id);
 }
 
-Response GuestRoutes::disk_get_file(const std::string& disk, const std::string& path, const Request& request) const {
+Response GuestRoutes::disk_get_file(const std::string& disk, const std::string& path,
+                                    const Request& request) const {
     auto fs = open_disk(disk);
     if (!fs) {
         return Response::error(fs.error(), request.request_id);
@@ -246,10 +250,11 @@ Response GuestRoutes::disk_get_file(const std::string& disk, const std::string& 
         return Response::error(disk_error(st.error()), request.request_id);
     }
     if (st->kind != diskfs::Kind::File) {
-        return Response::error(api::invalid_argument(fmt::format(
-                                   "{} is a {}, not a regular file", path,
-                                   st->kind == diskfs::Kind::Dir ? "directory" : diskfs::kind_name(st->kind))),
-                               request.request_id);
+        return Response::error(
+            api::invalid_argument(
+                fmt::format("{} is a {}, not a regular file", path,
+                            st->kind == diskfs::Kind::Dir ? "directory" : diskfs::kind_name(st->kind))),
+            request.request_id);
     }
     Response response;
     response.headers.emplace_back("Content-Type", "application/octet-stream");
@@ -267,7 +272,8 @@ Response GuestRoutes::disk_get_file(const std::string& disk, const std::string& 
     return response;
 }
 
-Response GuestRoutes::disk_stat(const std::string& disk, const std::string& path, const Request& request) const {
+Response GuestRoutes::disk_stat(const std::string& disk, const std::string& path,
+                                const Request& request) const {
     auto fs = open_disk(disk);
     if (!fs) {
         return Response::error(fs.error(), request.request_id);
@@ -279,7 +285,8 @@ Response GuestRoutes::disk_stat(const std::string& disk, const std::string& path
     return Response::ok({{"stat", stat_json(path, *st)}}, request.request_id);
 }
 
-Response GuestRoutes::disk_list(const std::string& disk, const std::string& path, const Request& request) const {
+Response GuestRoutes::disk_list(const std::string& disk, const std::string& path,
+                                const Request& request) const {
     auto fs = open_disk(disk);
     if (!fs) {
         return Response::error(fs.error(), request.request_id);

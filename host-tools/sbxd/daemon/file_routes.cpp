@@ -171,10 +171,7 @@ Response GuestRoutes::put_file(const Request& request, const PathParams& params)
         }
         options.mode = value;
     }
-    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
-        return Response::error(stopped.error(), request.request_id);
-    }
-    auto client = connect(params.at("id"));
+    auto client = connect_to_change(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
@@ -245,10 +242,7 @@ Response GuestRoutes::make_dir(const Request& request, const PathParams& params)
         return Response::error(api::invalid_argument("path must be an absolute guest path"),
                                request.request_id);
     }
-    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
-        return Response::error(stopped.error(), request.request_id);
-    }
-    auto client = connect(params.at("id"));
+    auto client = connect_to_change(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
@@ -271,10 +265,7 @@ Response GuestRoutes::remove_file(const Request& request, const PathParams& para
     if (!path || !recursive) {
         return Response::error(!path ? path.error() : recursive.error(), request.request_id);
     }
-    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
-        return Response::error(stopped.error(), request.request_id);
-    }
-    auto client = connect(params.at("id"));
+    auto client = connect_to_change(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
@@ -310,18 +301,11 @@ Response GuestRoutes::download_tar(const Request& request, const PathParams& par
 }
 
 Response GuestRoutes::upload_tar(const Request& request, const PathParams& params) const {
-    auto query = query_params(request, {"path"});
-    if (!query) {
-        return Response::error(query.error(), request.request_id);
-    }
-    auto path = path_param(*query);
+    auto path = only_path(request);
     if (!path) {
         return Response::error(path.error(), request.request_id);
     }
-    if (auto stopped = refuse_stopped(params.at("id")); !stopped) {
-        return Response::error(stopped.error(), request.request_id);
-    }
-    auto client = connect(params.at("id"));
+    auto client = connect_to_change(params.at("id"));
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }

@@ -104,8 +104,10 @@ private:
     // nothing wakes it); nullopt when its agent answers (or the driver
     // says why not); 404 for no sandbox.
     [[nodiscard]] Result<std::optional<std::string>> stopped_disk(const std::string& sandbox_id) const;
-    // invalid_state for a change to the files of a sandbox with no VMM.
-    [[nodiscard]] Result<void> refuse_stopped(const std::string& sandbox_id) const;
+    // connect() for a change to its files: invalid_state for a sandbox
+    // with no VMM, whose files can only be read.
+    [[nodiscard]] Result<std::shared_ptr<agent::AgentClient>> connect_to_change(
+        const std::string& sandbox_id) const;
     Response disk_get_file(const std::string& disk, const std::string& path, const Request& request) const;
     Response disk_stat(const std::string& disk, const std::string& path, const Request& request) const;
     Response disk_list(const std::string& disk, const std::string& path, const Request& request) const;
