@@ -104,7 +104,9 @@ expect_contains() {
 # fault came from below the VMM (level 1's KVM or QEMU's emulated SVM;
 # tests/harness/README.md, "Triple faults"). The failed run's output
 # is kept as OUT_FILE.l1-failed-N (its dumps in $work/l1-failed-N), said on
-# stderr, and appended to $SBX_HARNESS_RETRY_LOG (tests/run lists them).
+# stderr, and appended to $SBX_HARNESS_RETRY_LOG (tests/run lists them),
+# with a copy of the output in the folder beside it (RETRY_LOG without
+# .tsv) that outlives the test's own folder.
 # Any other failure of CMD, whatever its status, is never repeated.
 run_nested() {
   local out=$1; shift
@@ -128,11 +130,17 @@ run_nested() {
       mkdir -p "$work/l1-failed-$attempt"
       (shopt -s nullglob; mv -- "$work"/sbx-vmm-*.mem "$work"/*.snap "$work/l1-failed-$attempt/")
     fi
-    echo "HARNESS: $why (status $status); running it again ($attempt of $retries); that run's output: $out.l1-failed-$attempt" >&2
+    local kept=$out.l1-failed-$attempt
     if [ -n "${SBX_HARNESS_RETRY_LOG:-}" ]; then
-      printf '%s\t%s\t%s\t%s\n' "$sbx_test_name" "$status" "$why" "$out.l1-failed-$attempt" \
+      # the test's folder goes when a later attempt passes: keep a copy
+      # of the output beside the retry log (dumps stay in the folder)
+      kept=${SBX_HARNESS_RETRY_LOG%.tsv}/${sbx_test_name:-test}.$$.l1-failed-$attempt
+      mkdir -p "${kept%/*}"
+      cp -- "$out.l1-failed-$attempt" "$kept"
+      printf '%s\t%s\t%s\t%s\n' "$sbx_test_name" "$status" "$why" "$kept" \
         >>"$SBX_HARNESS_RETRY_LOG"
     fi
+    echo "HARNESS: $why (status $status); running it again ($attempt of $retries); that run's output: $kept" >&2
   done
   log=$(cat "$out")
 }
