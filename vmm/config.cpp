@@ -18,11 +18,15 @@ Result<ConsoleConfig> ConsoleConfig::parse(std::string_view spec) {
     } else if (spec.starts_with("file:") && spec.size() > 5) {
         c.kind = Kind::File;
         c.path = std::string(spec.substr(5));
+    } else if (spec.starts_with("append:") && spec.size() > 7) {
+        c.kind = Kind::File;
+        c.path = std::string(spec.substr(7));
+        c.append = true;
     } else if (spec.starts_with("socket:") && spec.size() > 7) {
         c.kind = Kind::Socket;
         c.path = std::string(spec.substr(7));
     } else {
-        return make_error("console '{}' is not one of stdout, none, file:PATH, socket:PATH", spec);
+        return make_error("console '{}' is not one of stdout, none, file:PATH, append:PATH, socket:PATH", spec);
     }
     return c;
 }

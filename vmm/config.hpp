@@ -15,8 +15,9 @@ struct ConsoleConfig {
     enum class Kind { Stdout, File, Socket, None };
     Kind kind = Kind::Stdout;
     std::string path;  // File: output file; Socket: a listening Unix socket to connect to
+    bool append = false;  // File: keep what the file holds (a restarted VM's output follows)
 
-    // "stdout", "none", "file:PATH" or "socket:PATH".
+    // "stdout", "none", "file:PATH" (truncated), "append:PATH" or "socket:PATH".
     static Result<ConsoleConfig> parse(std::string_view spec);
 };
 

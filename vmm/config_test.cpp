@@ -11,6 +11,13 @@ TEST_CASE("console specs parse") {
     REQUIRE(f);
     CHECK(f->kind == ConsoleConfig::Kind::File);
     CHECK(f->path == "/tmp/x.log");
+    CHECK_FALSE(f->append);
+    auto a = ConsoleConfig::parse("append:/tmp/x.log");
+    REQUIRE(a);
+    CHECK(a->kind == ConsoleConfig::Kind::File);
+    CHECK(a->append);
+    CHECK(a->path == "/tmp/x.log");
+    CHECK_FALSE(ConsoleConfig::parse("append:"));
     CHECK(ConsoleConfig::parse("socket:/run/c.sock")->kind == ConsoleConfig::Kind::Socket);
     CHECK_FALSE(ConsoleConfig::parse("file:"));
     CHECK_FALSE(ConsoleConfig::parse("tty"));

@@ -69,7 +69,8 @@ Result<Console> Console::open(const ConsoleConfig& config) {
             break;
         }
         case ConsoleConfig::Kind::File: {
-            auto fd = UniqueFd::open(config.path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+            const int keep = config.append ? 0 : O_TRUNC;
+            auto fd = UniqueFd::open(config.path, O_WRONLY | O_CREAT | O_APPEND | keep, 0644);
             if (!fd) {
                 return fd.error().context("console");
             }

@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
     app.add_option("--cpus", f.cpus, "number of vCPUs (default 1)");
     app.add_option("--memory", f.memory, fmt::format("guest memory in MiB (default {})",
                                                      sbx::VmConfig::kDefaultMemoryMib));
-    app.add_option("--console", f.console, "serial console: stdout (default), none, file:PATH, socket:PATH");
+    app.add_option("--console", f.console, "serial console: stdout (default), none, file:PATH, append:PATH, socket:PATH");
     app.add_option("--kvm-device", f.kvm_device, "KVM device node (default /dev/kvm)");
     app.add_option("--disk", f.disks, "virtio-blk disk from a raw or qcow2 v3 image: PATH[,ro][,backing=on] "
                                       "(backing=on: a qcow2 image may open the backing file it names); "

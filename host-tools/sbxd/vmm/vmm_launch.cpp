@@ -49,7 +49,8 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
         "--vsock",   fmt::format("cid={},uds={}", spec.cid, files.vsock_socket()),
         "--control", files.control_socket(),
         "--snapshot-dir", files.dir(),
-        "--console", "file:" + files.console_log(),
+        // appended: `sbx logs` keeps every boot, restore and resume
+        "--console", "append:" + files.console_log(),
     };
     args.insert(args.end(), host_side.begin(), host_side.end());
     return args;

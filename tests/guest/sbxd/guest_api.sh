@@ -3,7 +3,8 @@
 # _API_URL and _TOKEN and the -e variables; an exec sees them; from inside
 # the guest, SANDBOXER_API_URL with SANDBOXER_TOKEN answers for this
 # sandbox (over vsock: the guest has no network), 401 without the token,
-# 403 for another sandbox; it still answers after a stop and resume.
+# 403 for another sandbox; it still answers after a stop and resume, and
+# the console log (GET …/logs) holds what the guest wrote before and after.
 # shellcheck shell=bash
 
 # ga_get ID URL_PATH [TOKEN]: "STATUS BODY" of a GET from inside sandbox ID.
@@ -41,11 +42,20 @@ check "guest_api: without the token, 401" 401 "$(ga_get "$ga" "/v1/sandboxes/$ga
 check "guest_api: another sandbox, 403" 403 "$(ga_get "$ga" "/v1/sandboxes/$ga_other" | cut -d' ' -f1)"
 check "guest_api: the host-wide list, 403" 403 "$(ga_get "$ga" "/v1/sandboxes" | cut -d' ' -f1)"
 check "guest_api: a noEnv sandbox has no other sandbox's variables" "" "$(agent "$ga_other" exec -- grep -c GREETING /etc/sandboxer/env | grep -v '^0$')"
+# ga_logged MARK: the sandbox's console log (GET …/logs) holds MARK
+ga_logged() { curl -sS --unix-socket "$sock" --max-time 300 "http://sbxd/v1/sandboxes/$ga/logs" | grep -q "$1"; }
+agent "$ga" exec -- sh -c "echo sbx-before-stop-$ga >/dev/console" >/dev/null 2>&1
+wait_until 120 "the first marker in the console log" ga_logged "sbx-before-stop-$ga"
 api POST "/v1/sandboxes/$ga/stop" '{}'
 check "guest_api: stop" 200 "$code"
 api POST "/v1/sandboxes/$ga/resume" '{}'
 check "guest_api: resume" 200 "$code"
 check "guest_api: after the resume the guest still reaches the API" 200 "$(ga_get "$ga" "/v1/sandboxes/$ga" | cut -d' ' -f1)"
+agent "$ga" exec -- sh -c "echo sbx-after-resume-$ga >/dev/console" >/dev/null 2>&1
+wait_until 120 "the second marker in the console log" ga_logged "sbx-after-resume-$ga"
+check "guest_api: the console log keeps the run before the stop, then the resumed one" \
+  "sbx-before-stop-$ga sbx-after-resume-$ga" \
+  "$(curl -sS --unix-socket "$sock" --max-time 300 "http://sbxd/v1/sandboxes/$ga/logs" | tr -d '\r' | grep -o "sbx-[a-z-]*-$ga" | xargs)"
 for ga_s in "$ga" "$ga_other"; do
   api DELETE "/v1/sandboxes/$ga_s"
   check "guest_api: delete $ga_s" 200 "$code"
