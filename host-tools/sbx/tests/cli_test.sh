@@ -21,16 +21,8 @@ state=$tmp/state
 # driver (501 not_implemented without it, 404 not_found with it), and
 # never boots anything.
 mkdir "$tmp/no-images"
-"$sbxd" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 --images "$tmp/no-images" \
-    2>"$tmp/sbxd.log" &
-pid=$!
-for _ in $(seq 100); do
-    if grep -q 'listening on tcp:' "$tmp/sbxd.log"; then break; fi
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/sbxd.log" >&2; echo "sbxd exited at start" >&2; exit 1; }
-    sleep 0.1
-done
-port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$tmp/sbxd.log" | tail -1 | sed 's/.*://') || true
-[ -n "$port" ] || { cat "$tmp/sbxd.log" >&2; echo "sbxd did not listen" >&2; exit 1; }
+start_sbxd "$sbxd" "$tmp/sbxd.log" --state-dir "$state" --listen "unix:$sock" --listen tcp:127.0.0.1:0 \
+    --images "$tmp/no-images"
 
 # run NAME WANT-EXIT sbx-args...: stdout in $tmp/NAME.out, stderr .err.
 # stdout is a file here, so sbx speaks JSON.

@@ -23,16 +23,8 @@ start() {
     starts=$((starts + 1))
     local log=$tmp/log.$starts
     : >"$log"
-    "$sbxd" --state-dir "$state" --images "$tmp/no-images" --listen "unix:$sock" --listen tcp:127.0.0.1:0 \
-        --max-running 3 --max-starts-per-minute 5 --memory-budget-mib 65536 2>"$log" &
-    pid=$!
-    for _ in $(seq 100); do
-        if grep -q 'listening on tcp:' "$log"; then break; fi
-        kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "sbxd exited at start" >&2; exit 1; }
-        sleep 0.1
-    done
-    port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$log" | tail -1 | sed 's/.*://') || true
-    [ -n "$port" ] || { cat "$log" >&2; echo "sbxd did not listen" >&2; exit 1; }
+    start_sbxd "$sbxd" "$log" --state-dir "$state" --images "$tmp/no-images" --listen "unix:$sock" \
+        --listen tcp:127.0.0.1:0 --max-running 3 --max-starts-per-minute 5 --memory-budget-mib 65536
 }
 
 # req NAME curl-args...: status in $tmp/NAME.status, headers .h, body .json

@@ -2,7 +2,7 @@
 # Shared parts of sbxd's and sbx's shell unit tests (sourced): a scratch
 # directory removed at exit (kept with KEEP=1) with whatever daemon the
 # test started in $pid stopped first, a failure counter, and the start of
-# sbxd_guest_fixture.
+# sbxd and of sbxd_guest_fixture.
 
 # scratch PREFIX [SIGNAL]: $tmp, a fresh directory /tmp/PREFIX-XXXXXX;
 # $pid, the test's daemon, sent SIGNAL (default TERM) at exit; fail
@@ -23,6 +23,23 @@ scratch_cleanup() {
     rm -rf "$tmp"
 }
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# start_sbxd SBXD LOG ARGS...: starts SBXD ARGS (which listen on
+# tcp:127.0.0.1:0) with stderr in LOG, $pid; waits for its "listening on
+# tcp:" line and sets $port, the port it chose.
+start_sbxd() {
+    local sbxd=$1 log=$2
+    shift 2
+    "$sbxd" "$@" 2>"$log" &
+    pid=$!
+    for _ in $(seq 100); do
+        if grep -q 'listening on tcp:' "$log"; then break; fi
+        kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "sbxd exited at start" >&2; exit 1; }
+        sleep 0.1
+    done
+    port=$(grep -o 'listening on tcp:127.0.0.1:[0-9]*' "$log" | tail -1 | sed 's/.*://') || true
+    [ -n "$port" ] || { cat "$log" >&2; echo "sbxd did not listen" >&2; exit 1; }
+}
 
 # start_fixture FIXTURE AGENT: sbxd's server and API over a host sbx-agent
 # (sbxd_guest_fixture), its socket $tmp/sbxd.sock; waits until it listens.
