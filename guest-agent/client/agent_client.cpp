@@ -144,6 +144,28 @@ Error AgentClient::abandon(Error error) {
     return error;
 }
 
+Result<Json> AgentClient::reply_of(const Frame& frame) {
+    auto message = parse_message(frame.json);
+    if (!message) {
+        return abandon(malformed_reply(message.error().message));
+    }
+    if (reply_type(*message) == "error") {
+        return agent_error(*message);
+    }
+    return message;
+}
+
+Result<Json> AgentClient::expect(Result<Json> reply, std::string_view type) {
+    if (!reply) {
+        return reply;
+    }
+    if (const std::string got = reply_type(*reply); got != type) {
+        return abandon(
+            malformed_reply(fmt::format("expected a \"{}\" message, got \"{}\"", type, printable(got, 64))));
+    }
+    return reply;
+}
+
 Result<Frame> AgentClient::read_frame(std::optional<Clock::time_point> deadline) {
     if (abandoned_) {
         return make_error("the connection to the agent was abandoned after an earlier failure");

@@ -80,6 +80,12 @@ public:
     // `error`, after abandoning the connection.
     [[nodiscard]] Error abandon(Error error);
     [[nodiscard]] bool abandoned() const { return abandoned_; }
+    // The message of a JSON frame read with read_frame(): one that does not
+    // parse abandons the connection; an error message becomes its Error.
+    [[nodiscard]] Result<Json> reply_of(const Frame& frame);
+    // `reply` if it is a message of `type` (or an error already); any other
+    // message is out of step: the connection is abandoned.
+    [[nodiscard]] Result<Json> expect(Result<Json> reply, std::string_view type);
 
     [[nodiscard]] Result<Json> health() { return call("health"); }
 

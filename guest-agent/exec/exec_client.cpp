@@ -59,15 +59,7 @@ Result<std::string> parse_process_id(const Json& message) {
 // Sends a request and reads the reply, which must be of `type`. Errors keep
 // offset_gone's first_offset.
 Result<Json> call_expecting(AgentClient& client, std::string_view op, Json fields, std::string_view type) {
-    auto reply = client.call(op, std::move(fields));
-    if (!reply) {
-        return reply;
-    }
-    if (const std::string got = reply_type(*reply); got != type) {
-        return client.abandon(
-            malformed_reply(fmt::format("expected a \"{}\" message, got \"{}\"", type, printable(got, 64))));
-    }
-    return reply;
+    return client.expect(client.call(op, std::move(fields)), type);
 }
 
 }  // namespace
@@ -159,14 +151,11 @@ Result<ExecSession::Event> ExecSession::next() {
         case FrameKind::Json:
             break;
     }
-    auto message = parse_message(frame->json);
+    auto message = client_->reply_of(*frame);
     if (!message) {
-        return client_->abandon(malformed_reply(message.error().message));
+        return message.error();
     }
     const std::string type = reply_type(*message);
-    if (type == "error") {
-        return agent_error(*message);
-    }
     if (type != "exit") {
         return client_->abandon(
             malformed_reply(fmt::format("unexpected \"{}\" message during exec", printable(type, 64))));
@@ -336,14 +325,11 @@ Result<AttachResult> attach(AgentClient& client, std::string_view id, std::uint6
         if (frame->kind != FrameKind::Json) {
             return client.abandon(malformed_reply("an EOF frame in proc_attach"));
         }
-        auto message = parse_message(frame->json);
+        auto message = client.reply_of(*frame);
         if (!message) {
-            return client.abandon(malformed_reply(message.error().message));
+            return message.error();
         }
         const std::string type = reply_type(*message);
-        if (type == "error") {
-            return agent_error(*message);
-        }
         if (type != "exit" && type != "result") {
             return client.abandon(
                 malformed_reply(fmt::format("unexpected \"{}\" message in proc_attach", printable(type, 64))));

@@ -10,39 +10,16 @@
 #include <filesystem>
 #include <utility>
 
-#include "guest-agent/files/tree_extractor.hpp"
-#include "guest-agent/files/tree_writer.hpp"
+#include "guest-agent/files/client_transfer.hpp"
 
 namespace sbx::agent::files {
 namespace {
 
+using detail::add_owner;
+using detail::cap_error;
+
 // A guest lists at most this many entries (docs/agent-protocol.md, "list").
 constexpr std::size_t kMaxListEntries = 100'000;
-
-void add_owner(Json& request, const Ownership& owner) {
-    if (!owner.user.empty()) {
-        request["user"] = owner.user;
-    }
-    if (owner.uid) {
-        request["uid"] = *owner.uid;
-    }
-    if (owner.gid) {
-        request["gid"] = *owner.gid;
-    }
-}
-
-// A reply of the expected type; anything else from the guest is an error
-// (and the exchange out of step).
-Result<Json> expect(AgentClient& client, Result<Json> reply, std::string_view type) {
-    if (!reply) {
-        return reply;
-    }
-    if (const std::string got = reply_type(*reply); got != type) {
-        return client.abandon(
-            malformed_reply(fmt::format("expected a \"{}\" message, got \"{}\"", type, printable(got, 64))));
-    }
-    return reply;
-}
 
 template <typename T>
 const Error* error_of(const Result<T>& r) {
@@ -81,167 +58,6 @@ Result<DirEntry> parse_entry(const Json& e) {
     return DirEntry{*name, *kind, *size, static_cast<std::uint32_t>(*mode), *mtime};
 }
 
-Error cap_error(std::string_view what, std::uint64_t cap) {
-    return make_error("download of {}: over the {}-byte cap", printable(what, 1024), cap);
-}
-
-// Receives a download: DATA on channel 3 with contiguous offsets, EOF, then
-// the final result (docs/agent-protocol.md, "Downloads"). A sink error
-// stops delivery but not the draining, so the connection stays in step;
-// the first error wins. More than `asked` or `cap` bytes, or a frame out
-// of place, ends the connection instead: nothing more is read from a guest
-// that broke the protocol.
-Result<Json> receive_download(AgentClient& client, std::string_view what, const ChunkSink& sink,
-                              std::optional<std::uint64_t> asked, std::uint64_t cap, std::uint64_t& received) {
-    std::optional<Error> failure;
-    std::uint64_t drained = 0;  // after a sink error
-    bool eof = false;
-    while (true) {
-        auto frame = client.read_frame();
-        if (!frame) {
-            return frame.error();
-        }
-        if (frame->kind == FrameKind::Json) {
-            auto message = parse_message(frame->json);
-            if (!message) {
-                return client.abandon(malformed_reply(message.error().message));
-            }
-            const std::string type = reply_type(*message);
-            if (type == "error") {
-                return agent_error(*message);
-            }
-            if (type != "result" || !eof) {
-                return client.abandon(
-                    malformed_reply(fmt::format("unexpected \"{}\" message in a download", printable(type, 64))));
-            }
-            if (failure) {
-                return *failure;
-            }
-            return message;
-        }
-        if (frame->channel != Channel::Content || eof) {
-            return client.abandon(malformed_reply(fmt::format("download: a frame on channel {} {}",
-                                                              static_cast<int>(frame->channel),
-                                                              eof ? "after EOF" : "instead of 3")));
-        }
-        if (frame->kind == FrameKind::Eof) {
-            eof = true;
-            continue;
-        }
-        const std::uint64_t so_far = received + drained;
-        const std::uint64_t n = frame->data.size();
-        if (frame->offset != so_far) {
-            return client.abandon(
-                malformed_reply(fmt::format("download: DATA at offset {}, expected {}", frame->offset, so_far)));
-        }
-        if (asked && n > *asked - so_far) {
-            return client.abandon(malformed_reply(fmt::format("download: more than the {} bytes asked for", *asked)));
-        }
-        if (n > cap - so_far) {
-            return client.abandon(cap_error(what, cap));
-        }
-        if (failure) {
-            drained += n;
-            continue;
-        }
-        received += n;
-        if (auto r = sink(frame->data); !r) {
-            failure = r.error();
-        }
-    }
-}
-
-// The client's side of an upload: DATA on channel 3, checking between
-// frames whether the agent already gave up (its error is then the op's
-// final reply, and sending more would be wasted).
-class UploadSender {
-public:
-    // Writes are bounded by the reply timeout: an agent that stops reading
-    // must not block the client for ever.
-    explicit UploadSender(AgentClient& client) : client_(client) { client_.set_send_timeout(client.reply_timeout()); }
-    ~UploadSender() { client_.set_send_timeout(std::chrono::milliseconds(0)); }
-    UploadSender(const UploadSender&) = delete;
-    UploadSender& operator=(const UploadSender&) = delete;
-
-    [[nodiscard]] Result<void> send(std::span<const std::uint8_t> bytes) {
-        if (auto r = client_.stream().write_data(Channel::Content, offset_, bytes); !r) {
-            done_ = true;  // the connection is broken
-            if (r.error().errno_value == EAGAIN) {
-                return client_.abandon(errno_error(
-                    fmt::format("the agent took no upload data for {} ms (the reply timeout)",
-                                client_.reply_timeout().count()),
-                    ETIMEDOUT));
-            }
-            return client_.abandon(r.error());
-        }
-        offset_ += bytes.size();
-        return check_early_reply();
-    }
-    // EOF, then the agent's final reply.
-    [[nodiscard]] Result<Json> finish() {
-        if (auto r = client_.stream().write_eof(Channel::Content); !r) {
-            return client_.abandon(r.error());
-        }
-        return client_.read_reply();
-    }
-    // Abandons the upload for a local `reason`: the agent undoes it and
-    // answers with an error, read here so the connection stays in step.
-    [[nodiscard]] Error cancel(Error reason) {
-        if (!client_.stream().write_message(Json{{"type", "cancel"}})) {
-            return client_.abandon(std::move(reason));
-        }
-        if (auto reply = client_.read_reply(); reply) {
-            client_.abandon();  // a cancel is answered with an error, nothing else
-        }
-        return reason;
-    }
-    // False once the op is over without us: the agent's error reply was
-    // read during the upload, or the connection broke.
-    [[nodiscard]] bool can_cancel() const { return !done_; }
-
-private:
-    [[nodiscard]] Result<void> check_early_reply() {
-        pollfd p{client_.stream().fd(), POLLIN, 0};
-        if (!client_.stream().has_buffered_input() && ::poll(&p, 1, 0) <= 0) {
-            return ok();
-        }
-        done_ = true;
-        auto reply = client_.read_reply();
-        if (!reply) {
-            return reply.error();
-        }
-        return client_.abandon(malformed_reply(
-            fmt::format("unexpected \"{}\" message during an upload", printable(reply_type(*reply), 64))));
-    }
-
-    AgentClient& client_;
-    std::uint64_t offset_ = 0;
-    bool done_ = false;
-};
-
-// Streams `source` through an upload that the agent has answered "ready" to.
-Result<Json> upload(AgentClient& client, const ChunkSource& source) {
-    UploadSender sender(client);
-    std::vector<std::uint8_t> buffer(kMaxDataPayload);
-    while (true) {
-        auto n = source(buffer);
-        if (!n) {
-            return sender.cancel(n.error());
-        }
-        if (*n == 0) {
-            break;
-        }
-        if (*n > buffer.size()) {
-            return sender.cancel(
-                make_error("the source claims {} bytes in a {}-byte buffer", *n, buffer.size()));
-        }
-        if (auto r = sender.send(std::span(buffer).first(*n)); !r) {
-            return r.error();
-        }
-    }
-    return sender.finish();
-}
-
 ChunkSource fd_source(int fd, const std::string& path) {
     return [fd, path](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
         std::size_t filled = 0;
@@ -260,18 +76,6 @@ ChunkSource fd_source(int fd, const std::string& path) {
         }
         return filled;
     };
-}
-
-Result<TarResult> tar_result(const Result<Json>& reply, std::uint64_t bytes) {
-    if (!reply) {
-        return reply.error();
-    }
-    auto entries = reply_u64(*reply, "entries");
-    auto skipped = reply_optional_u64(*reply, "skipped");
-    if (!entries || !skipped) {
-        return !entries ? entries.error() : skipped.error();
-    }
-    return TarResult{bytes, *entries, skipped->value_or(0)};
 }
 
 // The local file of read_file_to: a temporary file beside `path`, renamed
@@ -337,7 +141,7 @@ Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path
     if (range.length) {
         request["length"] = *range.length;
     }
-    auto started = expect(client, client.call("file_read", std::move(request)), "started");
+    auto started = client.expect(client.call("file_read", std::move(request)), "started");
     if (!started) {
         return started.error();
     }
@@ -353,7 +157,7 @@ Result<std::uint64_t> read_file(AgentClient& client, std::string_view guest_path
         return client.abandon(cap_error(guest_path, max_bytes));
     }
     std::uint64_t received = 0;
-    auto result = receive_download(client, guest_path, sink, range.length, max_bytes, received);
+    auto result = detail::receive_download(client, guest_path, sink, range.length, max_bytes, received);
     if (!result) {
         return result.error();
     }
@@ -416,11 +220,11 @@ Result<std::uint64_t> write_file(AgentClient& client, std::string_view guest_pat
         request["mode"] = *options.mode;
     }
     add_owner(request, options.owner);
-    auto ready = expect(client, client.call("file_write", std::move(request)), "ready");
+    auto ready = client.expect(client.call("file_write", std::move(request)), "ready");
     if (!ready) {
         return ready.error();
     }
-    auto result = expect(client, upload(client, source), "result");
+    auto result = client.expect(detail::upload(client, source), "result");
     if (!result) {
         return result.error();
     }
@@ -458,7 +262,7 @@ Result<std::uint64_t> write_file_text(AgentClient& client, std::string_view gues
 }
 
 Result<FileInfo> stat(AgentClient& client, std::string_view guest_path, bool follow) {
-    auto reply = expect(client, client.call("stat", Json{{"path", guest_path}, {"follow", follow}}), "result");
+    auto reply = client.expect(client.call("stat", Json{{"path", guest_path}, {"follow", follow}}), "result");
     if (!reply) {
         return reply.error();
     }
@@ -522,118 +326,19 @@ Result<std::vector<DirEntry>> list(AgentClient& client, std::string_view guest_p
 Result<void> make_dir(AgentClient& client, std::string_view guest_path, const MkdirOptions& options) {
     Json request{{"path", guest_path}, {"mode", options.mode}, {"parents", options.parents}};
     add_owner(request, options.owner);
-    auto reply = expect(client, client.call("mkdir", std::move(request)), "result");
+    auto reply = client.expect(client.call("mkdir", std::move(request)), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
 Result<void> remove(AgentClient& client, std::string_view guest_path, bool recursive) {
     auto reply =
-        expect(client, client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
+        client.expect(client.call("remove", Json{{"path", guest_path}, {"recursive", recursive}}), "result");
     return reply ? ok() : Result<void>(reply.error());
 }
 
 Result<void> rename(AgentClient& client, std::string_view from, std::string_view to) {
-    auto reply = expect(client, client.call("rename", Json{{"from", from}, {"to", to}}), "result");
+    auto reply = client.expect(client.call("rename", Json{{"from", from}, {"to", to}}), "result");
     return reply ? ok() : Result<void>(reply.error());
-}
-
-Result<TarResult> get_tar(AgentClient& client, std::string_view guest_path, const ChunkSink& sink,
-                          std::uint64_t max_bytes) {
-    auto started = expect(client, client.call("tar_get", Json{{"path", guest_path}}), "started");
-    if (!started) {
-        return started.error();
-    }
-    std::uint64_t received = 0;
-    auto result = receive_download(client, guest_path, sink, std::nullopt, max_bytes, received);
-    if (!result) {
-        return result.error();
-    }
-    auto bytes = reply_u64(*result, "bytes");
-    if (!bytes || *bytes != received) {
-        return make_error("tar_get of {}: the agent counted {} bytes, {} arrived", printable(guest_path, 1024),
-                          bytes ? *bytes : 0, received);
-    }
-    return tar_result(result, received);
-}
-
-Result<TarResult> get_tree(AgentClient& client, std::string_view guest_path, const std::string& local_dir,
-                           std::uint64_t max_bytes) {
-    std::error_code ec;
-    std::filesystem::create_directories(local_dir, ec);
-    if (ec) {
-        return errno_error(fmt::format("creating {}", local_dir), ec.value());
-    }
-    auto root = UniqueFd::open(local_dir, O_RDONLY | O_DIRECTORY);
-    if (!root) {
-        return root.error();
-    }
-    // The guest is untrusted: its set-id bits and owners are not kept.
-    TreeExtractor extractor(root->get(), ExtractOptions{std::nullopt, std::nullopt, 01777});
-    tar::TarReader reader(extractor);
-    auto result = get_tar(
-        client, guest_path, [&](std::span<const std::uint8_t> bytes) { return reader.feed(bytes); }, max_bytes);
-    if (!result) {
-        return result;
-    }
-    if (auto r = reader.finish(); !r) {
-        return r.error();
-    }
-    if (auto r = extractor.finish(); !r) {
-        return r.error();
-    }
-    result->entries = extractor.extracted();
-    result->skipped += extractor.skipped();
-    return result;
-}
-
-Result<TarResult> put_tar(AgentClient& client, std::string_view guest_dir, const ChunkSource& source,
-                          const Ownership& owner) {
-    Json request{{"path", guest_dir}};
-    add_owner(request, owner);
-    auto ready = expect(client, client.call("tar_put", std::move(request)), "ready");
-    if (!ready) {
-        return ready.error();
-    }
-    std::uint64_t bytes = 0;
-    auto counted = [&](std::span<std::uint8_t> buffer) -> Result<std::size_t> {
-        auto n = source(buffer);
-        if (n) {
-            bytes += *n;
-        }
-        return n;
-    };
-    // Sent first, counted after: an argument list has no order of evaluation.
-    auto result = expect(client, upload(client, counted), "result");
-    return tar_result(result, bytes);
-}
-
-Result<TarResult> put_tree(AgentClient& client, const std::string& local_path, std::string_view guest_dir,
-                           const Ownership& owner) {
-    auto root = open_tree_root(local_path);
-    if (!root) {
-        return root.error();
-    }
-    Json request{{"path", guest_dir}};
-    add_owner(request, owner);
-    auto ready = expect(client, client.call("tar_put", std::move(request)), "ready");
-    if (!ready) {
-        return ready.error();
-    }
-    UploadSender sender(client);
-    tar::TarWriter writer([&](std::span<const std::uint8_t> bytes) { return sender.send(bytes); },
-                          kMaxDataPayload);
-    auto stats = write_tree(writer, *root);
-    Result<void> finished = stats ? writer.finish() : Result<void>(stats.error());
-    if (!finished) {
-        // A local failure cancels the upload; the agent's own error or a
-        // broken connection has ended it already.
-        return sender.can_cancel() ? sender.cancel(finished.error()) : finished.error();
-    }
-    auto result = tar_result(expect(client, sender.finish(), "result"), writer.bytes());
-    if (result) {
-        result->skipped += stats->skipped;
-    }
-    return result;
 }
 
 }  // namespace sbx::agent::files
