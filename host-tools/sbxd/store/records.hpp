@@ -24,6 +24,16 @@ struct VmmProcess {
     bool operator==(const VmmProcess&) const = default;
 };
 
+// A sandbox's place on the host's network (docs/network.md), kept for its
+// whole life: its address slot (its tap and /30), the guest's MAC and
+// its egress policy.
+struct SandboxNetwork {
+    std::uint32_t slot = 0;
+    std::string mac;                  // "52:54:00:12:34:56"
+    std::string egress = "internet";  // or "deny-all"
+    bool operator==(const SandboxNetwork&) const = default;
+};
+
 struct SandboxRecord {
     std::string id;
     std::string name;
@@ -43,6 +53,7 @@ struct SandboxRecord {
     std::optional<int> idle_minutes;         // empty: no idle pause
     std::optional<std::int64_t> ttl_seconds;  // the auto-stop's length; empty: no auto-stop
     std::optional<VmmProcess> vmm;
+    std::optional<SandboxNetwork> network;  // empty: none (sbxd runs without one, or not yet given)
     bool operator==(const SandboxRecord&) const = default;
 };
 

@@ -108,7 +108,16 @@ UPDATE sandboxes SET ttl_seconds = MAX(1, (auto_stop_at - COALESCE(started_at, c
     WHERE auto_stop_at IS NOT NULL;
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4};
+// Version 5: the sandbox's network (docs/network.md): its address slot,
+// unique among sandboxes, its MAC and its egress policy.
+constexpr std::string_view kVersion5 = R"sql(
+ALTER TABLE sandboxes ADD COLUMN net_slot INTEGER;
+ALTER TABLE sandboxes ADD COLUMN net_mac TEXT;
+ALTER TABLE sandboxes ADD COLUMN net_egress TEXT;
+CREATE UNIQUE INDEX sandboxes_by_net_slot ON sandboxes(net_slot) WHERE net_slot IS NOT NULL;
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4, kVersion5};
 
 }  // namespace
 

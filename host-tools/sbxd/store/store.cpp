@@ -34,7 +34,8 @@ Result<StringMap> decode_map(const std::string& text, std::string_view column) {
 
 constexpr std::string_view kSandboxColumns =
     "id, name, state, source, size, cpus, memory_mib, disk_gib, labels, env, no_env, created_at, started_at, "
-    "last_activity_at, auto_stop_at, idle_minutes, vmm_pid, vmm_start_time, vmm_control_socket, ttl_seconds";
+    "last_activity_at, auto_stop_at, idle_minutes, vmm_pid, vmm_start_time, vmm_control_socket, ttl_seconds, "
+    "net_slot, net_mac, net_egress";
 
 Result<SandboxRecord> read_sandbox(const Statement& row) {
     SandboxRecord s;
@@ -72,6 +73,9 @@ Result<SandboxRecord> read_sandbox(const Statement& row) {
         s.vmm = VmmProcess{row.int64(16), row.int64(17), row.text(18)};
     }
     s.ttl_seconds = row.optional_int64(19);
+    if (!row.is_null(20)) {
+        s.network = SandboxNetwork{static_cast<std::uint32_t>(row.int64(20)), row.text(21), row.text(22)};
+    }
     return s;
 }
 
@@ -233,7 +237,7 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
     }
     auto insert =
         db_.prepare(fmt::format("INSERT INTO sandboxes ({}) VALUES "
-                                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                 kSandboxColumns));
     if (!insert) {
         return insert.error();
@@ -254,6 +258,13 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
         insert->bind(17, nullptr).bind(18, nullptr).bind(19, nullptr);
     }
     insert->bind(20, s.ttl_seconds);
+    if (s.network) {
+        insert->bind(21, std::int64_t{s.network->slot})
+            .bind(22, std::string_view(s.network->mac))
+            .bind(23, std::string_view(s.network->egress));
+    } else {
+        insert->bind(21, nullptr).bind(22, nullptr).bind(23, nullptr);
+    }
     if (auto r = insert->run(); !r) {
         if (r.error().message.find("UNIQUE") != std::string::npos) {
             return make_coded_error("already_exists", "a sandbox with id '{}' exists", s.id);

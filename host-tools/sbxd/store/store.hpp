@@ -12,9 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,14 @@ public:
     // A resume with another size (a cold boot): the new size name, vCPUs and memory.
     [[nodiscard]] Result<void> set_shape(const std::string& id, const std::string& size, int cpus,
                                          int memory_mib);
+    // The sandbox's network (store_network.cpp): the one it has, or a new
+    // one with the slot `pick` chooses from the slots every other sandbox
+    // holds (sbxd passes net::allocate_slot), `mac` and `egress`, in one
+    // transaction, so two sandboxes never hold one slot.
+    using SlotPicker = std::function<Result<std::uint32_t>(const std::set<std::uint32_t>& used)>;
+    [[nodiscard]] Result<SandboxNetwork> claim_network(const std::string& id, const SlotPicker& pick,
+                                                       const std::string& mac, const std::string& egress,
+                                                       UnixMillis now);
     // Removes the row with its idempotency keys, scoped API keys and exec
     // history (named snapshots stay); records a "deleted" event.
     [[nodiscard]] Result<void> delete_sandbox(const std::string& id, UnixMillis now);

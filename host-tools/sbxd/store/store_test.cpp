@@ -70,7 +70,7 @@ TEST_CASE("a version 3 file migrates: the auto-stop's length comes from its dead
     REQUIRE(sqlite3_exec(raw, v3.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto store = open_store(dir.db());
-    CHECK(store->schema_version().value() == 4);
+    CHECK(store->schema_version().value() == Store::latest_schema_version());
     auto ttl = store->get_sandbox("sbx_ttl").value();
     CHECK(ttl.auto_stop_at == 7'211'000);
     CHECK(ttl.ttl_seconds == 7200);
@@ -96,6 +96,7 @@ TEST_CASE("sandboxes round-trip with every field") {
     auto store = open_store(dir.db());
     SandboxRecord s = sample("sbx_a");
     s.vmm = VmmProcess{1234, 5678, "/tmp/x/control.sock"};
+    s.network = SandboxNetwork{7, "52:54:00:12:34:56", "deny-all"};
     auto created = store->create_sandbox(s, std::nullopt);
     REQUIRE(created.has_value());
     CHECK_FALSE(created->replayed);
@@ -106,6 +107,54 @@ TEST_CASE("sandboxes round-trip with every field") {
     auto twice = store->create_sandbox(s, std::nullopt);
     REQUIRE_FALSE(twice.has_value());
     CHECK(twice.error().code == "already_exists");
+}
+
+TEST_CASE("a network is claimed once per sandbox, on a slot no other sandbox holds") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt));
+    REQUIRE(store->create_sandbox(sample("sbx_b"), std::nullopt));
+    std::vector<std::set<std::uint32_t>> seen;
+    auto lowest_free = [&](const std::set<std::uint32_t>& used) -> Result<std::uint32_t> {
+        seen.push_back(used);
+        std::uint32_t slot = 0;
+        while (used.contains(slot)) {
+            ++slot;
+        }
+        return slot;
+    };
+    auto a = store->claim_network("sbx_a", lowest_free, "52:54:00:00:00:0a", "internet", 5);
+    REQUIRE(a);
+    CHECK(a->slot == 0);
+    auto b = store->claim_network("sbx_b", lowest_free, "52:54:00:00:00:0b", "deny-all", 6);
+    REQUIRE(b);
+    CHECK(b->slot == 1);
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1] == std::set<std::uint32_t>{0});
+    // A second claim returns the first; the picker is not asked.
+    auto again = store->claim_network("sbx_a", lowest_free, "52:54:00:ff:ff:ff", "deny-all", 7);
+    REQUIRE(again);
+    CHECK(*again == *a);
+    CHECK(seen.size() == 2);
+    CHECK(store->get_sandbox("sbx_b")->network == SandboxNetwork{1, "52:54:00:00:00:0b", "deny-all"});
+    // A picker's error is the claim's, and nothing is written.
+    REQUIRE(store->create_sandbox(sample("sbx_c"), std::nullopt));
+    auto full = store->claim_network(
+        "sbx_c", [](const std::set<std::uint32_t>&) -> Result<std::uint32_t> {
+            return make_coded_error("address_pool_exhausted", "no slot");
+        },
+        "52:54:00:00:00:0c", "internet", 8);
+    REQUIRE_FALSE(full);
+    CHECK(full.error().code == "address_pool_exhausted");
+    CHECK_FALSE(store->get_sandbox("sbx_c")->network.has_value());
+    // A slot taken twice is refused by the schema itself.
+    auto twice = store->claim_network(
+        "sbx_c", [](const std::set<std::uint32_t>&) -> Result<std::uint32_t> { return 0u; }, "52:54:00:00:00:0c",
+        "internet", 9);
+    CHECK_FALSE(twice);
+    auto missing = store->claim_network("sbx_none", lowest_free, "52:54:00:00:00:0d", "internet", 9);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == "not_found");
 }
 
 TEST_CASE("list filters by every label given and by any of the states") {

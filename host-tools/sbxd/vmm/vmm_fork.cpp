@@ -40,6 +40,7 @@ Result<SandboxRecord> VmmDriver::new_record(const SandboxRecord& like, const std
     s.last_activity_at = s.created_at;
     s.started_at.reset();
     s.vmm.reset();
+    s.network.reset();  // a child gets its own slot and MAC
     if (like.auto_stop_at && like.started_at) {
         s.auto_stop_at = s.created_at + (*like.auto_stop_at - *like.started_at);
     }
