@@ -1,0 +1,255 @@
+// The egress policy's JSON, as structure: the transaction shapes (replace
+// the table, add or remove a member), the blocked ranges, and where the
+// pool, the uplink and each member land. egress_table_test.cpp loads the
+// same JSON into a kernel.
+#include "host-tools/sbxd/net/egress_rules.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+using namespace sbx;
+using namespace sbx::sbxd::net;
+using nlohmann::json;
+
+namespace {
+
+EgressPolicy policy() {
+    return EgressPolicy{*parse_ipv4_cidr("10.231.0.0/16"), "uplink0"};
+}
+
+EgressMember member(std::uint32_t slot, bool deny_all = false) {
+    return egress_member(*address_of(*AddressPool::parse("10.231.0.0/16"), slot), deny_all);
+}
+
+// The rules of one chain, in order.
+std::vector<json> rules_of(const json& batch, std::string_view chain) {
+    std::vector<json> out;
+    for (const auto& cmd : batch["nftables"]) {
+        if (cmd.contains("add") && cmd["add"].contains("rule") && cmd["add"]["rule"]["chain"] == chain) {
+            out.push_back(cmd["add"]["rule"]);
+        }
+    }
+    return out;
+}
+
+std::string dump(const json& j) {
+    return j.dump();
+}
+
+bool mentions(const json& rule, std::string_view text) {
+    return dump(rule["expr"]).find(text) != std::string::npos;
+}
+
+std::string verdict(const json& rule) {
+    const json& last = rule["expr"].back();
+    return last.begin().key();
+}
+
+}  // namespace
+
+TEST_CASE("the table is replaced in one batch: add, delete, add, then its contents") {
+    json batch = table_batch(policy(), {});
+    REQUIRE(batch.contains("nftables"));
+    const json& cmds = batch["nftables"];
+    REQUIRE(cmds.size() > 3);
+    const json table = {{"table", {{"family", "inet"}, {"name", "sbxd"}}}};
+    CHECK(cmds[0] == json{{"add", table}});
+    CHECK(cmds[1] == json{{"delete", table}});
+    CHECK(cmds[2] == json{{"add", table}});
+    for (std::size_t i = 3; i < cmds.size(); ++i) {
+        CAPTURE(dump(cmds[i]));
+        REQUIRE(cmds[i].contains("add"));  // nothing after the delete but adds
+        const json& object = cmds[i]["add"].begin().value();
+        CHECK(object["family"] == "inet");
+        CHECK(object["table"] == "sbxd");
+    }
+}
+
+TEST_CASE("the base chains accept by default and hook input, forward and NAT postrouting") {
+    json batch = table_batch(policy(), {});
+    int base = 0;
+    for (const auto& cmd : batch["nftables"]) {
+        if (!cmd.contains("add") || !cmd["add"].contains("chain") || !cmd["add"]["chain"].contains("hook")) {
+            continue;
+        }
+        const json& c = cmd["add"]["chain"];
+        ++base;
+        CHECK(c["policy"] == "accept");
+        if (c["hook"] == "postrouting") {
+            CHECK(c["type"] == "nat");
+            CHECK(c["prio"] == 100);
+        } else {
+            CHECK(c["type"] == "filter");
+            CHECK(c["prio"] == 0);
+        }
+    }
+    CHECK(base == 3);
+    // Only packets of sandbox interfaces reach sbxd's chains.
+    for (const char* chain : {"input", "forward"}) {
+        for (const auto& r : rules_of(batch, chain)) {
+            CHECK(mentions(r, "\"sbx*\""));
+            CHECK(r["expr"].back().contains("jump"));
+        }
+    }
+}
+
+TEST_CASE("the blocked ranges are the private, shared, loopback, link-local and reserved blocks") {
+    std::vector<Ipv4Cidr> ranges;
+    for (auto text : blocked_ipv4_ranges()) {
+        auto cidr = parse_ipv4_cidr(text);
+        REQUIRE(cidr);
+        ranges.push_back(*cidr);
+    }
+    auto blocked = [&](const char* address) {
+        auto a = *parse_ipv4(address);
+        return std::any_of(ranges.begin(), ranges.end(), [&](const Ipv4Cidr& c) { return c.contains(a); });
+    };
+    for (const char* a :
+         {"10.99.0.10", "172.16.0.1", "172.31.255.255", "192.168.1.1", "100.64.0.1", "127.0.0.1",
+          "169.254.169.254", "0.1.2.3", "224.0.0.251", "240.0.0.1", "255.255.255.255"}) {
+        CAPTURE(a);
+        CHECK(blocked(a));
+    }
+    for (const char* a :
+         {"198.51.100.10", "203.0.113.1", "1.1.1.1", "172.32.0.1", "100.128.0.1", "223.255.255.255"}) {
+        CAPTURE(a);
+        CHECK_FALSE(blocked(a));
+    }
+    // And the set in the table holds exactly these, as prefixes.
+    json batch = table_batch(policy(), {});
+    bool found = false;
+    for (const auto& cmd : batch["nftables"]) {
+        if (cmd.contains("add") && cmd["add"].contains("set") &&
+            cmd["add"]["set"]["name"] == "blocked_ipv4") {
+            found = true;
+            const json& s = cmd["add"]["set"];
+            CHECK(s["flags"] == json::array({"interval"}));
+            REQUIRE(s["elem"].size() == blocked_ipv4_ranges().size());
+            CHECK(s["elem"][1] == json{{"prefix", {{"addr", "10.0.0.0"}, {"len", 8}}}});
+        }
+    }
+    CHECK(found);
+}
+
+TEST_CASE("traffic from a sandbox: every drop before the one accept out the uplink") {
+    json batch = table_batch(policy(), {});
+    auto rules = rules_of(batch, "from_sandbox");
+    REQUIRE(rules.size() >= 8);
+    auto uplink = std::find_if(rules.begin(), rules.end(), [](const json& r) {
+        return verdict(r) == "accept" && mentions(r, "uplink0");
+    });
+    REQUIRE(uplink != rules.end());
+    for (auto it = rules.begin(); it != rules.end(); ++it) {
+        CAPTURE(dump(*it));
+        if (it < uplink) {
+            CHECK((verdict(*it) == "drop" || mentions(*it, "established")));
+        }
+    }
+    CHECK(verdict(rules.back()) == "drop");
+    CHECK(rules.back()["expr"].size() == 1);  // unconditional
+    auto has = [&](std::string_view text) {
+        return std::any_of(rules.begin(), uplink,
+                           [&](const json& r) { return verdict(r) == "drop" && mentions(r, text); });
+    };
+    CHECK(has("\"ipv6\""));
+    CHECK(has("@deny_all"));
+    CHECK(has("@sources"));
+    CHECK(has("@blocked_ipv4"));
+    CHECK(has("\"10.231.0.0\""));  // the pool: other sandboxes by address
+    CHECK(has("\"oifname\""));     // other sandboxes by interface
+    const json smtp = json::parse(
+        R"({"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":25}})");
+    CHECK(std::any_of(rules.begin(), uplink,
+                      [&](const json& r) { return r["expr"][0] == smtp && verdict(r) == "drop"; }));
+}
+
+TEST_CASE("to the host, only DNS and ping to the sandbox's own gateway") {
+    json batch = table_batch(policy(), {});
+    auto rules = rules_of(batch, "sandbox_to_host");
+    REQUIRE_FALSE(rules.empty());
+    CHECK(verdict(rules.back()) == "drop");
+    CHECK(rules.back()["expr"].size() == 1);
+    int accepts = 0;
+    for (const auto& r : rules) {
+        if (verdict(r) != "accept") {
+            continue;
+        }
+        ++accepts;
+        CAPTURE(dump(r));
+        CHECK((mentions(r, "@gateways") || mentions(r, "established")));
+        if (mentions(r, "@gateways")) {
+            CHECK((mentions(r, "53") || mentions(r, "echo-request")));
+        }
+    }
+    CHECK(accepts == 3);
+    auto to_sandbox = rules_of(batch, "to_sandbox");
+    REQUIRE(to_sandbox.size() == 2);
+    CHECK(mentions(to_sandbox[0], "established"));
+    CHECK(verdict(to_sandbox[1]) == "drop");
+}
+
+TEST_CASE("NAT: the pool masqueraded out the uplink") {
+    auto rules = rules_of(table_batch(policy(), {}), "postrouting");
+    REQUIRE(rules.size() == 1);
+    CHECK(verdict(rules[0]) == "masquerade");
+    CHECK(mentions(rules[0], "\"10.231.0.0\",\"len\":16"));
+    CHECK(mentions(rules[0], "\"uplink0\""));
+}
+
+TEST_CASE("members: their tap with the guest and the gateway address, deny-all by tap") {
+    std::vector<EgressMember> members = {member(0), member(5, true)};
+    CHECK(members[1].interface == "sbx5");
+    CHECK(format_ipv4(members[1].guest) == "10.231.0.22");
+    CHECK(format_ipv4(members[1].gateway) == "10.231.0.21");
+    json batch = table_batch(policy(), members);
+    std::map<std::string, json> elements;
+    for (const auto& cmd : batch["nftables"]) {
+        if (cmd.contains("add") && cmd["add"].contains("element")) {
+            elements[cmd["add"]["element"]["name"]] = cmd["add"]["element"]["elem"];
+        }
+    }
+    CHECK(elements["sources"] ==
+          json::parse(R"([{"concat":["sbx0","10.231.0.2"]},{"concat":["sbx5","10.231.0.22"]}])"));
+    CHECK(elements["gateways"] ==
+          json::parse(R"([{"concat":["sbx0","10.231.0.1"]},{"concat":["sbx5","10.231.0.21"]}])"));
+    CHECK(elements["deny_all"] == json::array({"sbx5"}));
+
+    // No member: no element commands (an empty one is a syntax error).
+    for (const auto& cmd : table_batch(policy(), {})["nftables"]) {
+        CHECK_FALSE((cmd.contains("add") && cmd["add"].contains("element")));
+    }
+}
+
+TEST_CASE("adding and removing a member are element changes that hold either way") {
+    json add = add_member_batch(member(3));
+    std::vector<std::string> shape;
+    for (const auto& cmd : add["nftables"]) {
+        const std::string verb = cmd.begin().key();
+        REQUIRE(cmd[verb].contains("element"));
+        shape.push_back(verb + " " + cmd[verb]["element"]["name"].get<std::string>());
+    }
+    CHECK(shape ==
+          std::vector<std::string>{"add deny_all", "delete deny_all", "add sources", "add gateways"});
+
+    json add_denied = add_member_batch(member(3, true));
+    CHECK(add_denied["nftables"].size() == 3);
+    CHECK(add_denied["nftables"][0]["add"]["element"]["elem"] == json::array({"sbx3"}));
+
+    json remove = remove_member_batch(member(3));
+    shape.clear();
+    for (const auto& cmd : remove["nftables"]) {
+        const std::string verb = cmd.begin().key();
+        shape.push_back(verb + " " + cmd[verb]["element"]["name"].get<std::string>());
+    }
+    CHECK(shape == std::vector<std::string>{"add sources", "delete sources", "add gateways",
+                                            "delete gateways", "add deny_all", "delete deny_all"});
+    CHECK(remove["nftables"][1]["delete"]["element"]["elem"] ==
+          json::parse(R"([{"concat":["sbx3","10.231.0.14"]}])"));
+
+    json gone = delete_table_batch();
+    REQUIRE(gone["nftables"].size() == 2);
+    CHECK(gone["nftables"][0].contains("add"));
+    CHECK(gone["nftables"][1].contains("delete"));
+}
