@@ -26,7 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kStartTimeout = 5s;
+constexpr auto kStartTimeout = 10s;
 constexpr auto kStopGrace = 2s;
 constexpr auto kPoll = 20ms;
 constexpr std::size_t kLogTail = 2048;

@@ -217,7 +217,8 @@ TEST_CASE("members: their tap with the guest and the gateway address, deny-all b
     CHECK(elements["deny_all"] == json::array({"sbx5"}));
 
     // No member: no element commands (an empty one is a syntax error).
-    for (const auto& cmd : table_batch(policy(), {})["nftables"]) {
+    const json empty = table_batch(policy(), {});
+    for (const auto& cmd : empty["nftables"]) {
         CHECK_FALSE((cmd.contains("add") && cmd["add"].contains("element")));
     }
 }

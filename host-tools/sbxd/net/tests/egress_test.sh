@@ -25,7 +25,7 @@ probe=$1
 netcheck=$(cd "$(dirname "$0")" && pwd)/netcheck.py
 
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (network namespaces)"; exit 77; }
-for tool in ip nft curl python3 getent unshare timeout; do
+for tool in ip ss nft curl python3 getent unshare mount timeout; do
     command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 77; }
 done
 [ -x /usr/sbin/dnsmasq ] || { echo "SKIP: no /usr/sbin/dnsmasq (dnsmasq-base)"; exit 77; }
@@ -33,7 +33,6 @@ done
 H=sbxnet-h-$$ I=sbxnet-i-$$ G=sbxnet-g-$$ G2=sbxnet-g2-$$
 tmp=$(mktemp -d /tmp/sbxd-net-egress-XXXXXX)
 state=$tmp/state
-pids=()
 probe_pid=
 failures=0
 
@@ -45,11 +44,20 @@ forwarder_pid() {
     grep -qzxF -- "--pid-file=$state/dnsmasq.pid" "/proc/$pid/cmdline" 2>/dev/null || return 1
     echo "$pid"
 }
+# Every process in the test's namespaces (the servers, the probe, the
+# dnsmasq it started, released or not), then the namespaces.
 cleanup() {
     set +e
-    [ -n "$probe_pid" ] && kill "$probe_pid" 2>/dev/null
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    if p=$(forwarder_pid); then kill "$p"; fi
+    local ns left
+    for signal in TERM KILL; do
+        left=
+        for ns in "$G" "$G2" "$I" "$H"; do
+            left+=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+        done
+        [ -z "$left" ] && break
+        kill -"$signal" $left 2>/dev/null
+        sleep 0.5
+    done
     wait 2>/dev/null
     for ns in "$G" "$G2" "$I" "$H"; do ip netns del "$ns" 2>/dev/null; done
     if [ -n "${KEEP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
@@ -116,8 +124,7 @@ done
 serve() {  # serve NS ADDR PORT TEXT NAME
     mkdir -p "$tmp/www-$5"
     echo "$4" >"$tmp/www-$5/hello"
-    on "$1" timeout 300 python3 -m http.server --bind "$2" --directory "$tmp/www-$5" "$3" >"$tmp/$5.log" 2>&1 &
-    pids+=($!)
+    ip netns exec "$1" timeout 300 python3 -m http.server --bind "$2" --directory "$tmp/www-$5" "$3" >"$tmp/$5.log" 2>&1 &
 }
 serve "$I" 198.51.100.10 80 internet public
 serve "$I" 10.99.0.10 80 private private
@@ -125,12 +132,10 @@ serve "$I" 198.51.100.10 25 smtp smtp
 serve "$H" 0.0.0.0 8080 host host
 serve "$G" 10.231.0.2 8080 sandbox sandbox
 serve "$G2" 10.231.0.6 8080 sandbox2 sandbox2
-on "$I" timeout 300 python3 "$netcheck" udp-listen 198.51.100.10 9999 "$tmp/udp.log" &
-pids+=($!)
-on "$I" timeout 300 /usr/sbin/dnsmasq --keep-in-foreground --conf-file=/dev/null --no-hosts --no-resolv \
+ip netns exec "$I" timeout 300 python3 "$netcheck" udp-listen 198.51.100.10 9999 "$tmp/udp.log" &
+ip netns exec "$I" timeout 300 /usr/sbin/dnsmasq --keep-in-foreground --conf-file=/dev/null --no-hosts --no-resolv \
     --bind-interfaces --listen-address=203.0.113.254 --pid-file="$tmp/upstream.pid" --log-facility=- \
     --address=/public.test/198.51.100.10 --address=/doc.test/198.51.100.10 --address=/rebind.test/10.99.0.10 >"$tmp/upstream.log" 2>&1 &
-pids+=($!)
 
 # The world works without sbxd's part: each server answers its neighbours.
 until_ok 100 answers "$H" http://198.51.100.10/hello internet || { cat "$tmp/public.log" >&2; exit 1; }
