@@ -261,6 +261,50 @@ TEST_CASE("identity replies of the wrong shape are Errors") {
     CHECK(good->cid == 3U);
 }
 
+TEST_CASE(
+    "identity with ipv4: an agent that does not confirm it, or reads back something else, is an Error") {
+    IdentityRequest request;
+    request.ipv4 =
+        parse_ipv4_settings("10.231.0.6/30", "10.231.0.5", std::vector<std::string>{"10.231.0.5"}).value();
+    const Json base{{"type", "result"}, {"generation", 0}, {"cid", 3}, {"interface", "eth0"}};
+    auto answered = [&](Json reply) {
+        FakeAgent agent([reply](FrameStream& s) {
+            request_then(s, {reply});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        return identity(*client, request);
+    };
+    // An older agent ignores the field.
+    check_error(answered(base), "did not confirm the IPv4 settings");
+    Json other = base;
+    other["ipv4_configured"] = true;
+    other["ipv4"] = {{"link_up", true},
+                     {"addresses", {"10.231.0.2/30"}},
+                     {"gateway", "10.231.0.1"},
+                     {"dns", {"10.231.0.5"}}};
+    check_error(answered(other), "the interface has the addresses [10.231.0.2/30], not [10.231.0.6/30]");
+    other["token_replaced"] = true;
+    request.token = "00112233445566778899aabbccddeeff";
+    check_error(answered(other), "the new token is in effect");
+    request.token.reset();
+    Json hostile = base;
+    hostile["ipv4_configured"] = true;
+    hostile["ipv4"] = {{"link_up", true},
+                       {"addresses", Json::array({Json::object()})},
+                       {"gateway", nullptr},
+                       {"dns", Json::array()}};
+    check_error(answered(hostile), "malformed reply");
+    Json good = other;
+    good.erase("token_replaced");
+    good["ipv4"]["addresses"] = {"10.231.0.6/30"};
+    good["ipv4"]["gateway"] = "10.231.0.5";
+    auto confirmed = answered(good);
+    REQUIRE_MESSAGE(confirmed.has_value(), (confirmed ? "" : confirmed.error().to_string()));
+    CHECK(confirmed->ipv4_configured);
+}
+
 TEST_CASE("a reply that never comes times out, and the connection is abandoned") {
     FakeAgent agent([](FrameStream& s) {
         REQUIRE(s.read_message());

@@ -27,12 +27,14 @@ Result<IdentityReply> parse_identity_reply(const Json& reply) {
     auto boot_id = reply_optional_string(reply, "boot_id");
     auto reseeded = reply_optional_bool(reply, "reseeded");
     auto link_restarted = reply_optional_bool(reply, "link_restarted");
-    if (!generation || !cid || !reseeded || !link_restarted) {
-        return (!generation ? generation.error()
-                : !cid      ? cid.error()
-                : !reseeded ? reseeded.error()
-                            : link_restarted.error())
-            .context("identity");
+    auto ipv4_configured = reply_optional_bool(reply, "ipv4_configured");
+    for (const auto* r : {&reseeded, &link_restarted, &ipv4_configured}) {
+        if (!*r) {
+            return r->error().context("identity");
+        }
+    }
+    if (!generation || !cid) {
+        return (!generation ? generation.error() : cid.error()).context("identity");
     }
     for (const auto* r : {&mac, &interface, &boot_id}) {
         if (!*r) {
@@ -54,6 +56,14 @@ Result<IdentityReply> parse_identity_reply(const Json& reply) {
     out.boot_id = boot_id->value_or("");
     out.reseeded = reseeded->value_or(false);
     out.link_restarted = link_restarted->value_or(false);
+    out.ipv4_configured = ipv4_configured->value_or(false);
+    if (auto it = reply.find("ipv4"); it != reply.end() && !it->is_null()) {
+        auto state = parse_ipv4_state(*it);
+        if (!state) {
+            return malformed_reply(state.error().message).context("identity");
+        }
+        out.ipv4 = std::move(*state);
+    }
     out.raw = reply;
     return out;
 }
@@ -84,6 +94,12 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
         }
         fields["token"] = std::move(*token);
     }
+    if (request.ipv4) {
+        if (auto r = check_ipv4_config(*request.ipv4); !r) {
+            return r.error().context("\"ipv4\"");
+        }
+        fields["ipv4"] = ipv4_config_json(*request.ipv4);
+    }
     auto reply = client.call("identity", std::move(fields));
     if (!reply) {
         return reply.error();
@@ -95,6 +111,20 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
         if (request.token && !parsed->token_replaced) {
             return make_error("identity: the agent did not confirm the new token (no \"token_replaced\"); "
                               "the old one still works");
+        }
+        if (request.ipv4) {
+            if (!parsed->ipv4_configured || !parsed->ipv4) {
+                return make_error(
+                    "identity: the agent did not confirm the IPv4 settings (no \"ipv4_configured\" "
+                    "and \"ipv4\")");
+            }
+            if (auto r = check_ipv4_state(*request.ipv4, *parsed->ipv4); !r) {
+                return r.error().context(
+                    parsed->token_replaced
+                        ? "identity: the guest's IPv4 settings are not those sent (the new "
+                          "token is in effect)"
+                        : "identity: the guest's IPv4 settings are not those sent");
+            }
         }
     }
     return parsed;

@@ -1,6 +1,7 @@
 // The host side of the identity op (docs/agent-protocol.md, "identity"):
-// after restoring a fork, give its guest a fresh RNG seed, its MAC address,
-// a generation number and its own token; with no fields, ask what they are.
+// after booting or restoring a fork, give its guest a fresh RNG seed, its
+// MAC address, its IPv4 network, a generation number and its own token;
+// with no fields, ask what they are.
 #pragma once
 
 #include <optional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/identity/ipv4_fields.hpp"
 
 namespace sbx::agent {
 
@@ -18,6 +20,10 @@ struct IdentityRequest {
     // The agent's new token (kMinTokenDigits..kMaxTokenDigits lower-case hex,
     // e.g. random_token()): later hellos need it, this connection stays.
     std::optional<std::string> token;
+    // The sandbox's network (parse_ipv4_settings builds one from text): the
+    // virtio-net interface gets exactly this address and default route, and
+    // with `dns` the guest's /etc/resolv.conf; nothing: left alone.
+    std::optional<Ipv4Config> ipv4;
 };
 
 // The agent's reply, checked (the guest is untrusted); `raw` is the whole message.
@@ -30,12 +36,18 @@ struct IdentityReply {
     bool reseeded = false;
     bool link_restarted = false;
     bool token_replaced = false;
+    // The interface's IPv4 settings as the agent read them back after the
+    // call (nothing: no interface, or an agent without the field).
+    std::optional<Ipv4State> ipv4;
+    bool ipv4_configured = false;
     Json raw;
 };
 
-// Checks the request locally first (seed size, MAC and token syntax): a
-// bad one is an Error without a round trip. With a token, a reply that does
-// not confirm the replacement is an Error (the old token still works).
+// Checks the request locally first (seed size, MAC and token syntax, the
+// IPv4 rules): a bad one is an Error without a round trip. With a token, a
+// reply that does not confirm the replacement is an Error (the old token
+// still works); with ipv4, so is a reply whose read-back state is not the
+// one asked for (check_ipv4_state), or that has none (an older agent).
 [[nodiscard]] Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& request);
 
 // `bytes` random bytes from the host's getrandom(2), for IdentityRequest::seed.

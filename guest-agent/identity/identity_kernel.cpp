@@ -2,20 +2,24 @@
 
 #include <fcntl.h>
 #include <linux/random.h>
+#include <linux/rtnetlink.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
 
 #include "base/unique_fd.hpp"
+#include "guest-agent/identity/rtnetlink.hpp"
 
 namespace sbx::agent {
 namespace {
@@ -54,10 +58,40 @@ Result<void> random_ioctl(unsigned long request, void* argument, std::string_vie
     return ok();
 }
 
+// The biggest resolv.conf read back (glibc reads any size; ours is ~150 bytes).
+constexpr std::size_t kMaxResolvConf = std::size_t{64} * 1024;
+
+Result<int> interface_index(const std::string& ifname) {
+    const unsigned index = ::if_nametoindex(ifname.c_str());
+    if (index == 0) {
+        return sys_error("no interface {}", ifname);
+    }
+    return static_cast<int>(index);
+}
+
+std::string interface_name(int index) {
+    std::array<char, IF_NAMESIZE> name{};
+    if (index <= 0 || ::if_indextoname(static_cast<unsigned>(index), name.data()) == nullptr) {
+        return {};
+    }
+    return name.data();
+}
+
+DefaultRoute default_route(const rtnl::RouteEntry& entry) {
+    DefaultRoute route;
+    if (!entry.multipath) {
+        route.gateway = entry.gateway;
+        route.interface = interface_name(entry.oif);
+    }
+    route.metric = entry.metric;
+    route.tos = entry.tos;
+    return route;
+}
+
 class SystemIdentityKernel final : public IdentityKernel {
 public:
-    explicit SystemIdentityKernel(std::filesystem::path sys_class_net)
-        : sys_class_net_(std::move(sys_class_net)) {}
+    SystemIdentityKernel(std::filesystem::path sys_class_net, std::filesystem::path resolv_conf)
+        : sys_class_net_(std::move(sys_class_net)), resolv_conf_(std::move(resolv_conf)) {}
 
     Result<void> add_entropy(std::span<const std::uint8_t> seed) override {
         std::vector<std::uint32_t> words = rand_pool_info_words(seed);
@@ -148,14 +182,222 @@ public:
         return interface_ioctl(SIOCSIFFLAGS, *ifr, "setting the flags (SIOCSIFFLAGS)");
     }
 
+    Result<std::vector<Ipv4Prefix>> ipv4_addresses(const std::string& ifname) override {
+        auto entries = address_entries(ifname);
+        if (!entries) {
+            return entries.error();
+        }
+        std::vector<Ipv4Prefix> addresses;
+        addresses.reserve(entries->size());
+        for (const auto& entry : *entries) {
+            addresses.push_back(entry.local);
+        }
+        return addresses;
+    }
+
+    Result<void> add_ipv4_address(const std::string& ifname, const Ipv4Prefix& address) override {
+        auto index = interface_index(ifname);
+        auto socket = index ? rtnl::Socket::open() : Result<rtnl::Socket>(index.error());
+        if (!socket) {
+            return socket.error();
+        }
+        return with_name(socket->add_ipv4_address(*index, address), ifname);
+    }
+
+    // Deletes exactly the dumped entries with this local address and prefix
+    // (IFA_ADDRESS included, so a peer address or the same address with
+    // another prefix is not taken instead).
+    Result<void> delete_ipv4_address(const std::string& ifname, const Ipv4Prefix& address) override {
+        auto entries = address_entries(ifname);
+        auto socket = entries ? rtnl::Socket::open() : Result<rtnl::Socket>(entries.error());
+        if (!socket) {
+            return socket.error();
+        }
+        for (const auto& entry : *entries) {
+            if (entry.local != address) {
+                continue;
+            }
+            // EADDRNOTAVAIL: gone since the dump (a secondary address goes with its primary).
+            if (auto r = socket->delete_ipv4_address(entry); !r && r.error().errno_value != EADDRNOTAVAIL) {
+                return with_name(std::move(r), ifname);
+            }
+        }
+        return ok();
+    }
+
+    Result<std::vector<DefaultRoute>> ipv4_default_routes() override {
+        auto entries = default_route_entries();
+        if (!entries) {
+            return entries.error();
+        }
+        std::vector<DefaultRoute> routes;
+        routes.reserve(entries->size());
+        for (const auto& entry : *entries) {
+            routes.push_back(default_route(entry));
+        }
+        return routes;
+    }
+
+    Result<void> replace_ipv4_default_route(const std::string& ifname, Ipv4Address gateway) override {
+        auto index = interface_index(ifname);
+        auto socket = index ? rtnl::Socket::open() : Result<rtnl::Socket>(index.error());
+        if (!socket) {
+            return socket.error();
+        }
+        return with_name(socket->replace_ipv4_default_route(*index, gateway), ifname);
+    }
+
+    Result<void> delete_ipv4_default_route(const DefaultRoute& route) override {
+        auto entries = default_route_entries();
+        auto socket = entries ? rtnl::Socket::open() : Result<rtnl::Socket>(entries.error());
+        if (!socket) {
+            return socket.error();
+        }
+        for (const auto& entry : *entries) {
+            if (default_route(entry) != route) {
+                continue;
+            }
+            // ESRCH: gone since the dump.
+            if (auto r = socket->delete_route(entry); !r && r.error().errno_value != ESRCH) {
+                return r;
+            }
+        }
+        return ok();
+    }
+
+    Result<ResolvConf> read_resolv_conf() override {
+        ResolvConf conf;
+        struct stat st {};
+        if (::lstat(resolv_conf_.c_str(), &st) < 0) {
+            if (errno == ENOENT) {
+                return conf;
+            }
+            return sys_error("reading {}", resolv_conf_.string());
+        }
+        conf.exists = true;
+        if (S_ISLNK(st.st_mode)) {
+            conf.symlink = true;
+            std::error_code ec;
+            conf.target = std::filesystem::read_symlink(resolv_conf_, ec).string();
+            if (auto text = read_file(resolv_conf_.string(), kMaxResolvConf)) {
+                conf.text = std::move(*text);  // else a dangling link: no text
+            }
+            return conf;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            return errno_error(
+                fmt::format("reading {}: not a regular file or a symbolic link", resolv_conf_.string()),
+                EINVAL);
+        }
+        auto text = read_file(resolv_conf_.string(), kMaxResolvConf);
+        if (!text) {
+            return text.error();
+        }
+        conf.text = std::move(*text);
+        return conf;
+    }
+
+    Result<void> write_resolv_conf(std::string_view text) override {
+        return replace_file_atomically(resolv_conf_, text);
+    }
+
 private:
+    static Result<void> with_name(Result<void> r, const std::string& ifname) {
+        if (!r) {
+            return r.error().context(ifname);
+        }
+        return r;
+    }
+
+    Result<std::vector<rtnl::AddressEntry>> address_entries(const std::string& ifname) {
+        auto index = interface_index(ifname);
+        auto socket = index ? rtnl::Socket::open() : Result<rtnl::Socket>(index.error());
+        if (!socket) {
+            return socket.error();
+        }
+        auto entries = socket->ipv4_addresses(*index);
+        if (!entries) {
+            return entries.error().context(ifname);
+        }
+        return entries;
+    }
+
+    static Result<std::vector<rtnl::RouteEntry>> default_route_entries() {
+        auto socket = rtnl::Socket::open();
+        if (!socket) {
+            return socket.error();
+        }
+        auto routes = socket->ipv4_routes(RT_TABLE_MAIN);
+        if (!routes) {
+            return routes.error();
+        }
+        std::vector<rtnl::RouteEntry> defaults;
+        for (const auto& route : *routes) {
+            if (route.destination_length == 0) {
+                defaults.push_back(route);
+            }
+        }
+        return defaults;
+    }
+
     std::filesystem::path sys_class_net_;
+    std::filesystem::path resolv_conf_;
+};
+
+// Unlinks a temporary file unless it was renamed into place.
+class TempFile {
+public:
+    explicit TempFile(std::string path) : path_(std::move(path)) {}
+    TempFile(const TempFile&) = delete;
+    TempFile& operator=(const TempFile&) = delete;
+    TempFile(TempFile&&) = delete;
+    TempFile& operator=(TempFile&&) = delete;
+    ~TempFile() {
+        if (!path_.empty()) {
+            ::unlink(path_.c_str());
+        }
+    }
+    [[nodiscard]] const std::string& path() const { return path_; }
+    void keep() { path_.clear(); }
+
+private:
+    std::string path_;
 };
 
 }  // namespace
 
-std::unique_ptr<IdentityKernel> make_system_identity_kernel(std::filesystem::path sys_class_net) {
-    return std::make_unique<SystemIdentityKernel>(std::move(sys_class_net));
+std::unique_ptr<IdentityKernel> make_system_identity_kernel(std::filesystem::path sys_class_net,
+                                                            std::filesystem::path resolv_conf) {
+    return std::make_unique<SystemIdentityKernel>(std::move(sys_class_net), std::move(resolv_conf));
+}
+
+Result<void> replace_file_atomically(const std::filesystem::path& path, std::string_view text) {
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
+    std::string temp_name = (dir / ("." + path.filename().string() + ".sbx-XXXXXX")).string();
+    UniqueFd fd(::mkostemp(temp_name.data(), O_CLOEXEC));
+    if (!fd) {
+        return sys_error("creating a temporary file in {} for {}", dir.string(), path.string());
+    }
+    TempFile temp(temp_name);
+    if (::fchmod(fd.get(), 0644) < 0) {
+        return sys_error("chmod 0644 {}", temp.path());
+    }
+    if (auto r = write_all(fd.get(), text.data(), text.size()); !r) {
+        return r.error().context(fmt::format("writing {}", temp.path()));
+    }
+    if (::fsync(fd.get()) < 0) {
+        return sys_error("fsync {}", temp.path());
+    }
+    fd.reset();
+    if (::rename(temp.path().c_str(), path.c_str()) < 0) {
+        return sys_error("renaming {} to {}", temp.path(), path.string());
+    }
+    temp.keep();
+    UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd || ::fsync(dir_fd.get()) < 0) {
+        return sys_error("fsync {} (after renaming {} into it)", dir.string(), path.filename().string());
+    }
+    return ok();
 }
 
 std::vector<std::string> virtio_net_interfaces(const std::filesystem::path& sys_class_net) {

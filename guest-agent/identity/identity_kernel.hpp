@@ -1,5 +1,6 @@
 // The kernel calls behind the identity op: seeding the RNG, reading the
-// vsock CID, and the virtio-net interface's address. The agent binds
+// vsock CID, the virtio-net interface's MAC and IPv4 settings, and
+// /etc/resolv.conf. The agent binds
 // SystemIdentityKernel (the real system calls; it runs as root in the
 // guest); host tests bind a fake, so they never touch the host's RNG or
 // network.
@@ -11,11 +12,31 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "guest-agent/identity/identity_fields.hpp"
+#include "guest-agent/identity/ipv4_fields.hpp"
 
 namespace sbx::agent {
+
+// An IPv4 default route (0.0.0.0/0) of the main routing table.
+struct DefaultRoute {
+    std::optional<Ipv4Address> gateway;  // nothing: none, or several next hops
+    std::string interface;               // "": none, or several next hops
+    std::uint32_t metric = 0;
+    std::uint8_t tos = 0;
+    bool operator==(const DefaultRoute&) const = default;
+};
+
+// What the resolver file is: missing, a regular file, or a symbolic link
+// (its target as written, and the text behind it if that can be read).
+struct ResolvConf {
+    bool exists = false;
+    bool symlink = false;
+    std::string target;  // symlink only
+    std::string text;
+};
 
 class IdentityKernel {
 public:
@@ -44,12 +65,42 @@ public:
     [[nodiscard]] virtual Result<std::uint32_t> interface_flags(const std::string& ifname) = 0;
     [[nodiscard]] virtual Result<void> set_interface_flags(const std::string& ifname,
                                                            std::uint32_t flags) = 0;
+
+    // The interface's IPv4 addresses (RTM_GETADDR), each as its local
+    // address and prefix length; adding one that is there already keeps it
+    // (RTM_NEWADDR with NLM_F_REPLACE); deleting one that is not there is no
+    // error (rtnetlink.hpp).
+    [[nodiscard]] virtual Result<std::vector<Ipv4Prefix>> ipv4_addresses(const std::string& ifname) = 0;
+    [[nodiscard]] virtual Result<void> add_ipv4_address(const std::string& ifname,
+                                                        const Ipv4Prefix& address) = 0;
+    [[nodiscard]] virtual Result<void> delete_ipv4_address(const std::string& ifname,
+                                                           const Ipv4Prefix& address) = 0;
+    // The main table's IPv4 default routes; replacing sets the one of
+    // metric 0 (RTM_NEWROUTE with NLM_F_REPLACE); deleting one that is not
+    // there is no error.
+    [[nodiscard]] virtual Result<std::vector<DefaultRoute>> ipv4_default_routes() = 0;
+    [[nodiscard]] virtual Result<void> replace_ipv4_default_route(const std::string& ifname,
+                                                                  Ipv4Address gateway) = 0;
+    [[nodiscard]] virtual Result<void> delete_ipv4_default_route(const DefaultRoute& route) = 0;
+
+    // The resolver configuration file (/etc/resolv.conf in the guest). The
+    // write is atomic: a temporary file in the same directory, fsync,
+    // rename(2) over the name (which replaces a symbolic link itself, not
+    // its target), fsync of the directory.
+    [[nodiscard]] virtual Result<ResolvConf> read_resolv_conf() = 0;
+    [[nodiscard]] virtual Result<void> write_resolv_conf(std::string_view text) = 0;
 };
 
 // The real system calls. `sys_class_net` is where interfaces are listed
-// (/sys/class/net; a test may point it at a fake tree).
+// (/sys/class/net) and `resolv_conf` the resolver file (/etc/resolv.conf);
+// a test points them at a fake tree and a scratch file.
 [[nodiscard]] std::unique_ptr<IdentityKernel> make_system_identity_kernel(
-    std::filesystem::path sys_class_net = "/sys/class/net");
+    std::filesystem::path sys_class_net = "/sys/class/net",
+    std::filesystem::path resolv_conf = "/etc/resolv.conf");
+
+// Replaces `path` with a file holding `text` (mode 0644) as
+// IdentityKernel::write_resolv_conf describes.
+[[nodiscard]] Result<void> replace_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 // The entries of `sys_class_net` whose device/driver links to a directory
 // named virtio_net, ordered by their ifindex file (then name).

@@ -1,14 +1,17 @@
 // The identity op (docs/agent-protocol.md, "identity"): what a fork does
 // instead of a VM generation ID device. The host calls it right after
 // restoring a snapshot copy: a fresh seed for the kernel RNG, the fork's
-// MAC address, a generation number the agent reports from then on, and
-// its own per-boot token (a snapshot's forks would otherwise share one).
+// MAC address and IPv4 network, a generation number the agent reports from
+// then on, and its own per-boot token (a snapshot's forks would otherwise
+// share one).
 #include <cstring>
 #include <fstream>
 
+#include "base/log.hpp"
 #include "guest-agent/agent/agent.hpp"
 #include "guest-agent/identity/identity_fields.hpp"
 #include "guest-agent/identity/identity_state.hpp"
+#include "guest-agent/identity/ipv4_apply.hpp"
 
 namespace sbx::agent {
 namespace {
@@ -18,6 +21,7 @@ struct IdentityFields {
     std::vector<std::uint8_t> seed;  // empty: none
     std::optional<MacAddress> mac;
     std::optional<std::string> token;
+    std::optional<Ipv4Config> ipv4;
 };
 
 Result<IdentityFields> parse_fields(const Json& request) {
@@ -61,6 +65,13 @@ Result<IdentityFields> parse_fields(const Json& request) {
         }
         fields.token = std::move(*token);
     }
+    if (auto it = request.find("ipv4"); it != request.end() && !it->is_null()) {
+        auto ipv4 = parse_ipv4_config(*it);
+        if (!ipv4) {
+            return ipv4.error().context("\"ipv4\"");
+        }
+        fields.ipv4 = std::move(*ipv4);
+    }
     return fields;
 }
 
@@ -93,8 +104,9 @@ Result<void> identity(Session& session, const Json& request) {
     IdentityKernel& kernel = state.kernel();
     std::lock_guard lock(state.mutex());
 
-    // Everything is applied before the generation and the token are
-    // stored, so a failed call can be repeated as a whole (with the old token).
+    // Everything is applied (seed, MAC, then IPv4) before the generation and
+    // the token are stored, so a failed call can be repeated as a whole
+    // (with the old token).
     const bool reseed = !fields->seed.empty();
     if (reseed) {
         if (auto r = seed_rng(kernel, fields->seed); !r) {
@@ -102,21 +114,49 @@ Result<void> identity(Session& session, const Json& request) {
         }
     }
     auto ifname = kernel.virtio_net_interface();
+    if ((fields->mac || fields->ipv4) && !ifname) {
+        return session.stream().write_message(error_message(
+            code::kNoNetDevice,
+            "no virtio-net interface (no /sys/class/net/*/device/driver is virtio_net) to give " +
+                (fields->mac ? "the address " + format_mac(*fields->mac)
+                             : "the IPv4 address " + format_ipv4_prefix(fields->ipv4->address))));
+    }
     bool link_restarted = false;
     if (fields->mac) {
-        if (!ifname) {
-            return session.stream().write_message(
-                error_message(code::kNoNetDevice,
-                              "no virtio-net interface (no /sys/class/net/*/device/driver is "
-                              "virtio_net) to give the address " +
-                                  format_mac(*fields->mac)));
-        }
         auto changed = change_hw_address(kernel, *ifname, *fields->mac);
         if (!changed) {
             return changed.error().context(
                 fmt::format("setting {} on {}", format_mac(*fields->mac), *ifname));
         }
         link_restarted = *changed;
+    }
+    // After the MAC: taking the link down for it flushes the interface's routes.
+    if (fields->ipv4) {
+        auto changes = apply_ipv4(kernel, *ifname, *fields->ipv4);
+        if (!changes) {
+            return changes.error().context(
+                fmt::format("setting {} on {}", format_ipv4_prefix(fields->ipv4->address), *ifname));
+        }
+        log::info("identity: ipv4 {}", describe_changes(*ifname, *fields->ipv4, *changes));
+    }
+    // Read back (and checked) before the generation and the token are
+    // stored: a call whose result is not what it asked for fails, and can
+    // be repeated.
+    Json ipv4 = nullptr;
+    if (ifname) {
+        auto current = read_ipv4(kernel, *ifname);
+        if (!current) {
+            return current.error().context(fmt::format("reading back the IPv4 settings of {}", *ifname));
+        }
+        if (fields->ipv4) {
+            if (auto r = check_ipv4_state(*fields->ipv4, *current); !r) {
+                return session.stream().write_message(
+                    error_message(code::kIoError,
+                                  fmt::format("{} after setting {}: {}", *ifname,
+                                              format_ipv4_prefix(fields->ipv4->address), r.error().message)));
+            }
+        }
+        ipv4 = ipv4_state_json(*current);
     }
     if (fields->generation) {
         state.set_generation(*fields->generation);
@@ -140,7 +180,9 @@ Result<void> identity(Session& session, const Json& request) {
                                                {"boot_id", read_boot_id()},
                                                {"reseeded", reseed},
                                                {"link_restarted", link_restarted},
-                                               {"token_replaced", token_replaced}});
+                                               {"token_replaced", token_replaced},
+                                               {"ipv4", std::move(ipv4)},
+                                               {"ipv4_configured", fields->ipv4.has_value()}});
 }
 
 }  // namespace

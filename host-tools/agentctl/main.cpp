@@ -118,6 +118,8 @@ struct Options {
     // identity
     std::string generation, seed_hex, mac;
     bool seed_random = false;
+    std::string ipv4, gateway;
+    std::vector<std::string> dns;
 };
 
 Result<AgentClient> connect(const Options& o) {
@@ -407,6 +409,18 @@ int cmd_identity(const Options& o) {
     if (!o.mac.empty()) {
         request.mac = o.mac;
     }
+    if (o.ipv4.empty() != o.gateway.empty() || (o.ipv4.empty() && !o.dns.empty())) {
+        std::fprintf(stderr, "sbx-agentctl: --ipv4 needs --gateway (and --gateway, --dns need --ipv4)\n");
+        return kExitOwnFailure;
+    }
+    if (!o.ipv4.empty()) {
+        auto ipv4 = parse_ipv4_settings(o.ipv4, o.gateway,
+                                        o.dns.empty() ? std::nullopt : std::optional(o.dns));
+        if (!ipv4) {
+            return fail("identity --ipv4", ipv4.error());
+        }
+        request.ipv4 = std::move(*ipv4);
+    }
     auto client = connect(o);
     if (!client) {
         return fail("identity", client.error());
@@ -483,11 +497,18 @@ int main(int argc, char** argv) {
     fwd->add_option("target", o.target, "GUEST_HOST:GUEST_PORT")->required();
 
     auto* ident = app.add_subcommand(
-        "identity", "a fork's new identity: RNG seed, MAC, generation; with no options, the current one (JSON)");
+        "identity",
+        "a fork's new identity: RNG seed, MAC, IPv4 network, generation; with no options, the current one (JSON)");
     ident->add_option("--generation", o.generation, "store this generation number (0 to 2^64-1) in the agent");
     ident->add_flag("--seed-random", o.seed_random, "reseed the guest's RNG with 64 bytes from our getrandom");
     ident->add_option("--seed", o.seed_hex, "reseed the guest's RNG with these bytes (hex, 32 to 512 bytes)");
     ident->add_option("--mac", o.mac, "set the virtio-net interface's address (aa:bb:cc:dd:ee:ff)");
+    ident->add_option("--ipv4", o.ipv4,
+                      "give the virtio-net interface exactly this IPv4 address (A.B.C.D/PREFIX), after the MAC");
+    ident->add_option("--gateway", o.gateway, "with --ipv4: the default route's gateway, inside that network");
+    ident->add_option("--dns", o.dns,
+                      "with --ipv4: a DNS server for the guest's /etc/resolv.conf, up to 3 times "
+                      "(none: the file is left alone)");
 
     CLI11_PARSE(app, argc, argv);
     o.endpoint.port = port;
