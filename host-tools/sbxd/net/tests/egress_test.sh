@@ -8,6 +8,8 @@
 #   I ("the internet", 203.0.113.254): HTTP on 198.51.100.10:80 and :25 and on
 #     the private 10.99.0.10:80, a UDP logger on 198.51.100.10:9999, and the
 #     upstream DNS (dnsmasq: public.test → 198.51.100.10, rebind.test → 10.99.0.10)
+#   L (another network of the host's, lan0 192.0.2.1/24 ─veth─ 192.0.2.10, HTTP):
+#     public addresses, not the uplink: no sandbox goes there
 #
 # The veth ends in H stand in for taps (named as taps are, sbx<slot>): the
 # rules match interfaces and addresses, and tap_test.cpp tests the taps;
@@ -30,7 +32,7 @@ for tool in ip ss nft curl python3 getent unshare mount timeout; do
 done
 [ -x /usr/sbin/dnsmasq ] || { echo "SKIP: no /usr/sbin/dnsmasq (dnsmasq-base)"; exit 77; }
 
-H=sbxnet-h-$$ I=sbxnet-i-$$ G=sbxnet-g-$$ G2=sbxnet-g2-$$
+H=sbxnet-h-$$ I=sbxnet-i-$$ L=sbxnet-l-$$ G=sbxnet-g-$$ G2=sbxnet-g2-$$
 tmp=$(mktemp -d /tmp/sbxd-net-egress-XXXXXX)
 state=$tmp/state
 probe_pid=
@@ -51,7 +53,7 @@ cleanup() {
     local ns left
     for signal in TERM KILL; do
         left=
-        for ns in "$G" "$G2" "$I" "$H"; do
+        for ns in "$G" "$G2" "$L" "$I" "$H"; do
             left+=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
         done
         [ -z "$left" ] && break
@@ -59,7 +61,7 @@ cleanup() {
         sleep 0.5
     done
     wait 2>/dev/null
-    for ns in "$G" "$G2" "$I" "$H"; do ip netns del "$ns" 2>/dev/null; done
+    for ns in "$G" "$G2" "$L" "$I" "$H"; do ip netns del "$ns" 2>/dev/null; done
     if [ -n "${KEEP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
@@ -68,7 +70,7 @@ if ! ip netns add "$H" 2>/dev/null; then
     echo "SKIP: cannot make network namespaces"
     exit 77
 fi
-for ns in "$I" "$G" "$G2"; do ip netns add "$ns"; done
+for ns in "$I" "$L" "$G" "$G2"; do ip netns add "$ns"; done
 
 on() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
@@ -97,7 +99,7 @@ udp_from() { on "$1" python3 "$netcheck" udp-send "$2" 198.51.100.10 9999 "$3" |
 arrived() { grep -q " $1\$" "$tmp/udp.log" 2>/dev/null; }
 
 # --- the world -------------------------------------------------------------
-for ns in "$H" "$I" "$G" "$G2"; do on "$ns" ip link set lo up; done
+for ns in "$H" "$I" "$L" "$G" "$G2"; do on "$ns" ip link set lo up; done
 # Only the policy decides here: no reverse-path filter in H.
 on "$H" sh -c 'echo 0 >/proc/sys/net/ipv4/conf/all/rp_filter; echo 0 >/proc/sys/net/ipv4/conf/default/rp_filter'
 on "$H" ip link add uplink0 type veth peer name eth0 netns "$I"
@@ -109,6 +111,12 @@ on "$I" ip link set eth0 up
 on "$I" ip addr add 198.51.100.10/32 dev lo
 on "$I" ip addr add 10.99.0.10/32 dev lo
 on "$I" ip route add 10.231.0.0/16 via 203.0.113.1  # so I could try to reach a sandbox directly
+on "$H" ip link add lan0 type veth peer name eth0 netns "$L"
+on "$H" ip addr add 192.0.2.1/24 dev lan0
+on "$H" ip link set lan0 up
+on "$L" ip addr add 192.0.2.10/24 dev eth0
+on "$L" ip link set eth0 up
+on "$L" ip route add 10.231.0.0/16 via 192.0.2.1  # replies could come back
 slot_ns=("$G" "$G2")
 for slot in 0 1; do
     ns=${slot_ns[$slot]}
@@ -130,6 +138,7 @@ serve "$I" 198.51.100.10 80 internet public
 serve "$I" 10.99.0.10 80 private private
 serve "$I" 198.51.100.10 25 smtp smtp
 serve "$H" 0.0.0.0 8080 host host
+serve "$L" 192.0.2.10 80 lan lan
 serve "$G" 10.231.0.2 8080 sandbox sandbox
 serve "$G2" 10.231.0.6 8080 sandbox2 sandbox2
 ip netns exec "$I" timeout 300 python3 "$netcheck" udp-listen 198.51.100.10 9999 "$tmp/udp.log" &
@@ -142,6 +151,7 @@ until_ok 100 answers "$H" http://198.51.100.10/hello internet || { cat "$tmp/pub
 until_ok 100 answers "$H" http://10.99.0.10/hello private || exit 1
 until_ok 100 answers "$H" http://198.51.100.10:25/hello smtp || exit 1
 until_ok 100 answers "$I" http://203.0.113.1:8080/hello host || exit 1
+until_ok 100 answers "$H" http://192.0.2.10/hello lan || exit 1
 until_ok 100 answers "$G" http://10.231.0.2:8080/hello sandbox || exit 1
 until_ok 100 answers "$G2" http://10.231.0.6:8080/hello sandbox2 || exit 1
 until_ok 30 resolves "$H" 203.0.113.254 public.test || { cat "$tmp/upstream.log" >&2; exit 1; }
@@ -213,6 +223,7 @@ behaviour() {
     check "G2 reaches the internet" answers "$G2" http://198.51.100.10/hello internet
     check "G does not reach a private address" refused "$G" http://10.99.0.10/hello
     check "G does not reach port 25" refused "$G" http://198.51.100.10:25/hello
+    check "G does not reach a network that is not the uplink's" refused "$G" http://192.0.2.10/hello
     check "G does not reach the other sandbox" refused "$G" http://10.231.0.6:8080/hello
     check "G does not reach the host on its gateway address" refused "$G" http://10.231.0.1:8080/hello
     check "G does not reach the host's uplink address" refused "$G" http://203.0.113.1:8080/hello
