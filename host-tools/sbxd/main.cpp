@@ -30,6 +30,7 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/net/host_network.hpp"
 #include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
@@ -60,6 +61,12 @@ struct Options {
     // Test-only: lifecycle time scaled down for guest tests (docs/sbxd.md).
     std::int64_t min_ttl_seconds = api::kMinTtlSeconds;
     unsigned idle_minute_seconds = 60;
+    // The sandboxes' network (docs/network.md).
+    std::string network = "on";
+    std::string net_pool = std::string(net::kDefaultPool);
+    std::string uplink;
+    std::vector<std::string> dns_upstreams;
+    std::vector<std::string> dns_rebind_ok;  // test-only
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -244,6 +251,28 @@ int serve(Store& store, const Options& options) {
         log::error("the host CPU's signature: {}", cpu.error().to_string());
         return kExitStartFailed;
     }
+    std::unique_ptr<net::HostNetwork> network;
+    if (options.network == "on") {
+        net::HostNetworkConfig net_config;
+        net_config.pool = options.net_pool;
+        net_config.uplink = options.uplink;
+        net_config.dns_upstreams = options.dns_upstreams;
+        net_config.dns_rebind_ok = options.dns_rebind_ok;
+        if (!options.dns_rebind_ok.empty()) {
+            log::warn("--dns-rebind-ok: answers for those names skip the rebinding check (tests only)");
+        }
+        net_config.state_dir = config.state_dir;
+        auto opened = net::HostNetwork::open(net_config);
+        if (!opened) {
+            log::error("the sandbox network: {} (--network off runs sandboxes without one)",
+                       opened.error().to_string());
+            return kExitStartFailed;
+        }
+        network = std::move(*opened);
+        config.network = network.get();
+        info.net_pool = network->pool();
+        log::info("sandbox network {} out of {}", options.net_pool, network->uplink());
+    }
     VmmDriver driver(store, config);
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
@@ -323,6 +352,9 @@ int serve(Store& store, const Options& options) {
     io.run();
     server.close();
     workers.join();
+    if (network) {
+        network->release();  // the VMMs run on, on their taps; the next sbxd adopts them
+    }
     return 0;
 }
 
@@ -370,6 +402,20 @@ int main(int argc, char** argv) {
     app.add_option("--idle-minute-seconds", options.idle_minute_seconds,
                    "test-only: how many seconds one idle minute lasts (default 60)")
         ->check(CLI::Range(1U, 60U));
+    app.add_option("--network", options.network,
+                   "give sandboxes a network: a tap, a /30 from --net-pool, NAT out of --uplink, DNS on the "
+                   "gateway, the egress policy of docs/network.md (on|off)")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    app.add_option("--net-pool", options.net_pool, "the IPv4 pool sandboxes get a /30 each from")
+        ->capture_default_str();
+    app.add_option("--uplink", options.uplink,
+                   "the interface sandboxes reach the internet through (default: the IPv4 default route's)");
+    app.add_option("--dns-upstream", options.dns_upstreams,
+                   "an IPv4 DNS server the gateway forwards to (default: /etc/resolv.conf's); repeatable");
+    app.add_option("--dns-rebind-ok", options.dns_rebind_ok,
+                   "test-only: a domain whose answers skip the DNS rebinding check (the test internet's "
+                   "addresses are documentation ranges, which the check refuses); repeatable");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

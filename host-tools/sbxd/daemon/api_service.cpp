@@ -229,7 +229,7 @@ Response ApiService::list_sandboxes(const Request& request, const PathParams&) c
     }
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : *sandboxes) {
-        list.push_back(sandbox_json(s, info_.host_name));
+        list.push_back(sandbox_view(s));
     }
     return Response::ok({{"sandboxes", list}}, request.request_id);
 }
@@ -268,7 +268,7 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
             return Response::error(earlier.error(), request.request_id);
         }
         if (*earlier) {
-            return Response::ok({{"sandbox", sandbox_json(**earlier, info_.host_name)},
+            return Response::ok({{"sandbox", sandbox_view(**earlier)},
                                  {"replayed", true},
                                  {"warnings", nlohmann::json::array()}},
                                 request.request_id, 200);
@@ -299,7 +299,7 @@ Response ApiService::create_sandbox(const Request& request, const PathParams&) c
     }
     std::vector<std::string> warnings = shape->warnings;
     warnings.insert(warnings.end(), created->warnings.begin(), created->warnings.end());
-    nlohmann::json body = {{"sandbox", sandbox_json(sandbox, info_.host_name)},
+    nlohmann::json body = {{"sandbox", sandbox_view(sandbox)},
                            {"replayed", created->replayed},
                            {"warnings", warnings}};
     if (created->memory_restored) {
@@ -319,7 +319,7 @@ Response ApiService::get_sandbox(const Request& request, const PathParams& param
     if (!sandbox) {
         return Response::error(sandbox.error(), request.request_id);
     }
-    return Response::ok({{"sandbox", sandbox_json(*sandbox, info_.host_name)}}, request.request_id);
+    return Response::ok({{"sandbox", sandbox_view(*sandbox)}}, request.request_id);
 }
 
 Response ApiService::delete_sandbox(const Request& request, const PathParams& params) const {
@@ -389,7 +389,7 @@ Response ApiService::stop_sandbox(const Request& request, const PathParams& para
     if (!stopped) {
         return Response::error(stopped.error(), request.request_id);
     }
-    return Response::ok({{"sandbox", sandbox_json(*stopped, info_.host_name)}}, request.request_id);
+    return Response::ok({{"sandbox", sandbox_view(*stopped)}}, request.request_id);
 }
 
 Response ApiService::resume_sandbox(const Request& request, const PathParams& params) const {
@@ -430,7 +430,7 @@ Response ApiService::resume_sandbox(const Request& request, const PathParams& pa
     if (!renewed) {
         return Response::error(renewed.error(), request.request_id);
     }
-    nlohmann::json fields = {{"sandbox", sandbox_json(*renewed, info_.host_name)},
+    nlohmann::json fields = {{"sandbox", sandbox_view(*renewed)},
                              {"memoryRestored", resumed->memory_restored}};
     if (!resumed->memory_restored) {
         fields["resumeReason"] = resumed->resume_reason;
@@ -456,7 +456,7 @@ Response ApiService::fork_sandbox(const Request& request, const PathParams& para
     auto reply = [&](const std::vector<SandboxRecord>& children, bool replayed) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& child : children) {
-            list.push_back(sandbox_json(child, info_.host_name));
+            list.push_back(sandbox_view(child));
         }
         return Response::ok({{"sandboxes", list}, {"replayed", replayed}}, request.request_id,
                             replayed ? 200 : 201);

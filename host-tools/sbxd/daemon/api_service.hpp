@@ -14,7 +14,9 @@
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 #include "host-tools/sbxd/daemon/lifecycle.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/router.hpp"
+#include "host-tools/sbxd/net/address_pool.hpp"
 #include "host-tools/sbxd/store/store.hpp"
 
 namespace sbx::sbxd {
@@ -27,6 +29,7 @@ struct DaemonInfo {
     // The shortest ttl a request may ask for (lower only in tests: sbxd
     // --min-ttl-seconds).
     std::int64_t min_ttl_seconds = api::kMinTtlSeconds;
+    std::optional<net::AddressPool> net_pool{};  // none: sandboxes have no network
 };
 
 using Clock = std::function<UnixMillis()>;
@@ -52,6 +55,10 @@ private:
     using Response = http::Response;
 
     void add_routes();
+    // A sandbox as the API shows it (views.hpp), with this host's name and pool.
+    [[nodiscard]] nlohmann::json sandbox_view(const SandboxRecord& sandbox) const {
+        return sandbox_json(sandbox, info_.host_name, info_.net_pool ? &*info_.net_pool : nullptr);
+    }
     // The route runs only for host-wide callers / for callers whose scope
     // covers the sandbox named by the path's {id}; others get 403.
     void host_route(std::string_view method, std::string_view pattern,

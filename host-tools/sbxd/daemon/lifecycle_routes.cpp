@@ -44,7 +44,7 @@ Response ApiService::change_timers(const Request& request, const std::string& id
     if (!changed) {
         return Response::error(changed.error(), request.request_id);
     }
-    return Response::ok({{"sandbox", sandbox_json(*changed, info_.host_name)}}, request.request_id);
+    return Response::ok({{"sandbox", sandbox_view(*changed)}}, request.request_id);
 }
 
 Response ApiService::ttl_sandbox(const Request& request, const PathParams& params) const {

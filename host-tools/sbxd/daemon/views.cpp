@@ -32,7 +32,18 @@ std::string rfc3339(UnixMillis at) {
                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
 }
 
-nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
+nlohmann::json network_json(const SandboxNetwork& n, const net::AddressPool* pool) {
+    nlohmann::json out = {{"interface", net::interface_name(n.slot)}, {"mac", n.mac}, {"egress", n.egress}};
+    if (pool != nullptr) {
+        if (auto address = net::address_of(*pool, n.slot)) {
+            out["address"] = address->guest_cidr();
+            out["gateway"] = net::format_ipv4(address->gateway);
+        }
+    }
+    return out;
+}
+
+nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host, const net::AddressPool* pool) {
     nlohmann::json env_names = nlohmann::json::array();
     for (const auto& [name, value] : s.env) {
         env_names.push_back(name);
@@ -56,6 +67,7 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host) {
         {"autoStopAt", optional_time(s.auto_stop_at)},
         {"ttlSeconds", s.ttl_seconds ? nlohmann::json(*s.ttl_seconds) : nlohmann::json(nullptr)},
         {"idleMinutes", s.idle_minutes ? nlohmann::json(*s.idle_minutes) : nlohmann::json(nullptr)},
+        {"network", s.network ? network_json(*s.network, pool) : nlohmann::json(nullptr)},
     };
 }
 

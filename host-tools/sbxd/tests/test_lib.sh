@@ -30,7 +30,8 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 start_sbxd() {
     local sbxd=$1 log=$2
     shift 2
-    "$sbxd" "$@" 2>"$log" &
+    # --network off: a unit test never touches the host's own network
+    "$sbxd" --network off "$@" 2>"$log" &
     pid=$!
     for _ in $(seq 100); do
         if grep -q 'listening on tcp:' "$log"; then break; fi

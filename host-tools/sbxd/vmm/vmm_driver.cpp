@@ -126,23 +126,40 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
     if (!cid) {
         return make_coded_error(api::code::kCapacityExceeded, "no free vsock CID");
     }
+    auto network = connect_network(sandbox.id);
+    if (!network) {
+        cids_.release(*cid);
+        return network.error();
+    }
     // A cold boot starts from the disk; a memory snapshot of before is stale now.
     ::unlink(files.memory().c_str());
     LaunchSpec spec{config_.vmm_program, *cid, image->kernel, sandbox.cpus, sandbox.memory_mib, *token, {}};
+    if (*network) {
+        spec.net = (*network)->card;
+    }
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
         return process.error();
     }
-    if (auto ready = wait_for_agent(*process, files, *token, config_.boot_timeout); !ready) {
+    auto fail = [&](const Error& e) {
         kill_process_group(*process);
         cids_.release(*cid);
-        return ready.error().context("cold boot");
+        return e.context("cold boot");
+    };
+    if (auto ready = wait_for_agent(*process, files, *token, config_.boot_timeout); !ready) {
+        return fail(ready.error());
+    }
+    if (*network) {
+        if (auto told = give_identity(files, *token, {std::nullopt, std::nullopt, (*network)->guest}); !told) {
+            return fail(told.error());
+        }
     }
     return Started{*process, *cid, *token};
 }
 
-Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, const Restore& restore) {
+Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const SandboxFiles& files,
+                                                   const Restore& restore) {
     auto token = agent::random_token();
     if (!token) {
         return token.error();
@@ -151,7 +168,15 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, co
     if (!cid) {
         return make_coded_error(api::code::kCapacityExceeded, "no free vsock CID");
     }
+    auto network = connect_network(id);
+    if (!network) {
+        cids_.release(*cid);
+        return network.error();
+    }
     LaunchSpec spec{config_.vmm_program, *cid, {}, 0, 0, restore.saved_token, restore.snapshot};
+    if (*network) {
+        spec.net = (*network)->card;
+    }
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
@@ -165,8 +190,13 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const SandboxFiles& files, co
     if (auto ready = wait_for_agent(*process, files, restore.saved_token, config_.restore_timeout); !ready) {
         return fail(ready.error());
     }
-    // The saved guest still takes the token of before: a new one for this life.
-    if (auto renewed = renew_identity(files, restore.saved_token, *token, restore.generation); !renewed) {
+    // The saved guest still takes the token of before: a new one for this
+    // life, and its network (a restored template or fork has another's).
+    IdentityUpdate update{*token, restore.generation, std::nullopt};
+    if (*network) {
+        update.network = (*network)->guest;
+    }
+    if (auto renewed = give_identity(files, restore.saved_token, update); !renewed) {
         return fail(renewed.error());
     }
     // A stop with memory saved it frozen; the guest would also thaw by itself.
@@ -402,7 +432,7 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         outcome.resume_reason = "restore_failed";
         log::warn("sandbox {}: {}", id, vmm_file.error().to_string());
     } else {
-        started = boot_restore(f, Restore{f.memory(), vmm_file->token, std::nullopt});
+        started = boot_restore(id, f, Restore{f.memory(), vmm_file->token, std::nullopt});
         if (started) {
             outcome.memory_restored = true;
             // The VMM maps it copy-on-write and the disk moves on from here:
@@ -443,6 +473,7 @@ Result<void> VmmDriver::remove(const std::string& id) {
     }
     const SandboxFiles f = files(id);
     end_vmm(f, std::nullopt, false);
+    disconnect_network(*deleting);
     if (auto removed = f.remove(); !removed) {
         return api_error(removed.error(), api::code::kInternal);
     }

@@ -33,9 +33,11 @@
 #include "host-tools/sbxd/api/sizes.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/net/host_network.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
 #include "host-tools/sbxd/vmm/sandbox_files.hpp"
+#include "host-tools/sbxd/vmm/vmm_launch.hpp"
 
 namespace sbx::sbxd {
 
@@ -52,6 +54,9 @@ struct DriverConfig {
     // This host's CPU (cpu_signature.hpp), recorded with every memory
     // snapshot; a saved memory with another one is not restored.
     std::string cpu_signature{};
+    // The host's sandbox network (net/host_network.hpp), owned by main;
+    // none: sandboxes have no network card.
+    net::HostNetwork* network = nullptr;
 };
 
 // Why a start from saved memory boots cold instead, or empty to restore
@@ -127,7 +132,27 @@ private:
     [[nodiscard]] SandboxFiles files(const std::string& id) const { return {config_.state_dir, id}; }
     [[nodiscard]] std::string layers_dir() const { return config_.state_dir + "/layers"; }
     [[nodiscard]] Result<Started> boot_cold(const SandboxRecord& sandbox, const SandboxFiles& files);
-    [[nodiscard]] Result<Started> boot_restore(const SandboxFiles& files, const Restore& restore);
+    [[nodiscard]] Result<Started> boot_restore(const std::string& id, const SandboxFiles& files,
+                                               const Restore& restore);
+    // The sandbox's network (vmm_network.cpp): its card's host side and
+    // what its guest is told.
+    struct Network {
+        NetAttachment card;
+        GuestNetwork guest;
+    };
+    // The sandbox's slot, claimed on its first start, and its tap,
+    // attached unless it is; none without a host network.
+    [[nodiscard]] Result<std::optional<Network>> connect_network(const std::string& id);
+    // At delete: the tap goes (the slot goes with the row).
+    void disconnect_network(const SandboxRecord& sandbox);
+    // At start: every sandbox's tap is taken back, in the egress table again.
+    void adopt_networks();
+    // A warm template's card: a tap of its own for the build.
+    struct TemplateNetwork {
+        net::PersistentTap tap;
+        NetAttachment card;
+    };
+    [[nodiscard]] Result<std::optional<TemplateNetwork>> template_network();
     [[nodiscard]] Result<SandboxRecord> mark_running(const std::string& id, const Started& started);
     // A start that failed crashes the sandbox (no_ready_machine); one that
     // succeeded marks it running.

@@ -234,7 +234,7 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
     if (running) {
         Result<SandboxRecord> back = store_.change_state(parent.id, {SandboxState::Creating, clock_(), std::nullopt});
         if (back) {
-            auto started = boot_restore(pf, Restore{pf.memory(), saved_token, std::nullopt});
+            auto started = boot_restore(parent.id, pf, Restore{pf.memory(), saved_token, std::nullopt});
             if (started) {
                 parent_restored = mark_running(parent.id, *started).has_value();
             } else {
@@ -248,7 +248,8 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
             const SandboxRecord& child = children[i];
             const SandboxFiles cf = files(child.id);
             auto started = request.memory
-                               ? boot_restore(cf, Restore{pf.memory(), saved_token, static_cast<std::uint64_t>(i + 1)})
+                               ? boot_restore(child.id, cf,
+                                              Restore{pf.memory(), saved_token, static_cast<std::uint64_t>(i + 1)})
                                : boot_cold(child, cf);
             if (!started) {
                 (void)crash(child.id, started.error(), api::code::kNoReadyMachine);

@@ -53,6 +53,10 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
         "--console", "append:" + files.console_log(),
     };
     args.insert(args.end(), host_side.begin(), host_side.end());
+    if (spec.net) {
+        args.push_back("--net");
+        args.push_back(fmt::format("tap={},mac={}", spec.net->tap, spec.net->mac));
+    }
     return args;
 }
 
@@ -107,19 +111,29 @@ Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files, co
                             timeout.count() / 1000, last.to_string(), log_tail(files.console_log(), 600));
 }
 
-Result<void> renew_identity(const SandboxFiles& files, const std::string& old_token, const std::string& new_token,
-                            std::optional<std::uint64_t> generation) {
+Result<void> give_identity(const SandboxFiles& files, const std::string& token, const IdentityUpdate& update) {
+    if (!update.new_token && !update.generation && !update.network) {
+        return ok();
+    }
     agent::AgentEndpoint endpoint;
     endpoint.uds_path = files.vsock_socket();
-    endpoint.token = old_token;
+    endpoint.token = token;
     auto client = agent::AgentClient::connect(endpoint);
     if (!client) {
         return client.error().context("identity op");
     }
     agent::IdentityRequest request;
-    request.token = new_token;
-    if (generation) {
-        request.generation = generation;
+    request.token = update.new_token;
+    if (update.network) {
+        request.mac = update.network->mac;  // checked by identity() before it is sent
+        auto ipv4 = agent::parse_ipv4_settings(update.network->address, update.network->gateway, update.network->dns);
+        if (!ipv4) {
+            return ipv4.error().context("identity op");
+        }
+        request.ipv4 = *ipv4;
+    }
+    if (update.generation) {
+        request.generation = update.generation;
         auto seed = agent::random_seed();
         if (!seed) {
             return seed.error();

@@ -19,6 +19,23 @@
 
 namespace sbx::sbxd {
 
+// The guest's network card: the sandbox's tap on the host and the MAC
+// the guest gets (docs/network.md).
+struct NetAttachment {
+    std::string tap;
+    std::string mac;
+};
+
+// What a started guest is told through the identity op (identity op,
+// docs/agent-protocol.md): its network (the agent sets the MAC, the
+// address, the default route and /etc/resolv.conf).
+struct GuestNetwork {
+    std::string mac;
+    std::string address;  // "10.231.0.6/30"
+    std::string gateway;
+    std::vector<std::string> dns;
+};
+
 struct LaunchSpec {
     std::string vmm_program;
     std::uint32_t cid = 0;
@@ -31,6 +48,7 @@ struct LaunchSpec {
     // Restore instead: the snapshot (the machine comes from it; `token` is
     // then the one the saved guest already has).
     std::optional<std::string> restore_from;
+    std::optional<NetAttachment> net{};  // none: no network card
 };
 
 // The sbx-vmm arguments for `spec` in the sandbox's folder.
@@ -47,10 +65,17 @@ struct LaunchSpec {
                                           const std::string& token, std::chrono::milliseconds timeout,
                                           std::stop_token stop = {});
 
-// The identity op (docs/agent-protocol.md "identity") on a restored guest:
-// a new token always; with a generation, also a fresh RNG seed (a fork).
-[[nodiscard]] Result<void> renew_identity(const SandboxFiles& files, const std::string& old_token,
-                                          const std::string& new_token, std::optional<std::uint64_t> generation);
+// The identity op (docs/agent-protocol.md "identity"), on the connection
+// `token` opens: on a restored guest a new token (`new_token`), and with a
+// generation a fresh RNG seed too (a fork); on any guest with a network,
+// its MAC, address, route and DNS.
+struct IdentityUpdate {
+    std::optional<std::string> new_token;
+    std::optional<std::uint64_t> generation;
+    std::optional<GuestNetwork> network;
+};
+[[nodiscard]] Result<void> give_identity(const SandboxFiles& files, const std::string& token,
+                                         const IdentityUpdate& update);
 
 // The freeze op (docs/agent-protocol.md "freeze, thaw") before a guest's
 // memory is saved or it stops, so that its disk alone holds every write

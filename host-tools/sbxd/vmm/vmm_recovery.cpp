@@ -36,6 +36,9 @@ std::string without_trailing_slash(std::string path) {
 }  // namespace
 
 Result<int> VmmDriver::recover() {
+    // The taps first: an adopted VMM's guest talks through its tap, and
+    // until the egress table has it again its packets are dropped.
+    adopt_networks();
     // Every VMM an earlier sbxd started under this state dir, recorded or
     // not (it may have died between the spawn and the write of vmm.json).
     const std::string state_dir = without_trailing_slash(config_.state_dir);
@@ -84,6 +87,7 @@ Result<int> VmmDriver::recover() {
                 store_.change_state(s.id, {saved ? SandboxState::Stopped : SandboxState::Crashed, now, std::nullopt});
         } else if (s.state == SandboxState::Deleting) {
             log::info("sandbox {}: finishing a delete", s.id);
+            disconnect_network(s);
             (void)f.remove();
             if (auto gone = store_.delete_sandbox(s.id, now); !gone) {
                 log::warn("sandbox {}: {}", s.id, gone.error().to_string());
@@ -103,6 +107,7 @@ Result<int> VmmDriver::recover() {
             log::info("sandbox {}: rolling back a create that never finished", s.id);
             changed = store_.change_state(s.id, {SandboxState::Deleting, now, std::nullopt});
             if (changed) {
+                disconnect_network(s);
                 (void)f.remove();
                 if (auto gone = store_.delete_sandbox(s.id, now); !gone) {
                     log::warn("sandbox {}: {}", s.id, gone.error().to_string());

@@ -82,7 +82,7 @@ Result<std::string> VmmDriver::save_running(const SandboxRecord& sandbox, const 
         log::warn("sandbox {}: {}", sandbox.id, back.error().to_string());
         return layer;
     }
-    auto started = boot_restore(pf, Restore{pf.memory(), vmm_file->token, std::nullopt});
+    auto started = boot_restore(sandbox.id, pf, Restore{pf.memory(), vmm_file->token, std::nullopt});
     if (!started) {
         (void)crash(sandbox.id, started.error(), api::code::kNoReadyMachine);
         return layer;
@@ -280,7 +280,7 @@ Result<CreateOutcome> VmmDriver::create_from_snapshot(const CreateSpec& spec, co
     Result<Started> started = make_error("not started");
     if (reason.empty()) {
         // A fresh identity, as a fork child's: generation, RNG seed, token, CID.
-        started = boot_restore(f, Restore{f.memory(), saved_token, 1});
+        started = boot_restore(s.id, f, Restore{f.memory(), saved_token, 1});
         if (started) {
             ::unlink(f.memory().c_str());  // mapped already; the disk moves on
         } else {

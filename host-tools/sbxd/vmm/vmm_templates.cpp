@@ -33,9 +33,11 @@ constexpr std::string_view kBuildingMark = ".tmp-";
 
 std::string VmmDriver::template_dir(const SandboxRecord& like, const BootImage& image) const {
     // A new build of the image (another cache entry) is another template.
-    // So is another host CPU: its saved memory would not restore here.
-    const std::string image_hash =
-        sha256_hex(image.kernel + "\n" + image.disk + "\n" + config_.cpu_signature).substr(0, 12);
+    // So is another host CPU: its saved memory would not restore here; and
+    // a network card or none (a restore gives the saved machine's devices).
+    const std::string image_hash = sha256_hex(image.kernel + "\n" + image.disk + "\n" + config_.cpu_signature +
+                                              (config_.network != nullptr ? "\nnet" : ""))
+                                       .substr(0, 12);
     return fmt::format("{}/templates/{}-{}c-{}m-{}g-{}", config_.state_dir, like.from, like.cpus, like.memory_mib,
                        like.disk_gib, image_hash);
 }
@@ -54,7 +56,7 @@ Result<VmmDriver::Started> VmmDriver::boot_from_template(const SandboxRecord& sa
     if (auto overlay = qcow2::create_overlay(files.disk(), warm.disk(), qcow2::BackingFormat::Qcow2, 0); !overlay) {
         return overlay.error();
     }
-    return boot_restore(files, Restore{warm.memory(), vmm_file->token, 1});
+    return boot_restore(sandbox.id, files, Restore{warm.memory(), vmm_file->token, 1});
 }
 
 void VmmDriver::build_template_later(const SandboxRecord& like, const BootImage& image) {
@@ -100,7 +102,15 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     if (!token || !cid) {
         return fail(make_error("no token or no free vsock CID for the template"));
     }
+    auto network = template_network();  // its tap goes when the build ends
+    if (!network) {
+        cids_.release(*cid);
+        return fail(network.error());
+    }
     LaunchSpec spec{config_.vmm_program, *cid, image.kernel, like.cpus, like.memory_mib, *token, {}};
+    if (*network) {
+        spec.net = (*network)->card;
+    }
     auto process = launch_vmm(spec, t);
     if (!process) {
         cids_.release(*cid);
