@@ -20,11 +20,16 @@ sbxd_images() {
   touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
 }
 
+# sbxd_internet, sbxd_internet_down and sbxd_net_flags (the test's
+# "internet" and the flags that point sbxd at it):
+# shellcheck source=SCRIPTDIR/../internet_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../internet_lib.sh"
+
 starts=0
 # start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh).
 start_sbxd() {
   starts=$((starts + 1))
-  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "$@" \
+  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "${sbxd_net_flags[@]}" "$@" \
     2>"$logdir/sbxd.$starts.log" &
   sbxd_pid=$!
   for _ in $(seq 300); do

@@ -27,12 +27,18 @@ fi
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$here/lib.sh"
 
+# Level 1's /tmp is a tmpfs of half its memory. A memory snapshot of a
+# guest restored from a file there reads every page, and a read fault on
+# a hole of a tmpfs file fills it: a template's 1 GiB memory file becomes
+# 1 GiB of tmpfs (on a disk file system a hole stays a hole). Room for that.
+mount -o remount,size=75% /tmp 2>/dev/null || true
 w=$(mktemp -d /tmp/sbxd-session.XXXXXX)
 state=$w/state sock=$w/sbxd.sock
 sbxd_pid=
-trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; rm -rf "$w"' EXIT
+trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; sbxd_internet_down; rm -rf "$w"' EXIT
 
 sbxd_images "$kernel" "$image_tar"
+sbxd_internet "$logdir"  # its servers' logs stay with the test's
 start_sbxd
 echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
 for part in "${parts[@]}"; do
@@ -42,6 +48,10 @@ for part in "${parts[@]}"; do
   # shellcheck source=/dev/null
   . "$here/$part.sh"
   echo "SBXD-TIME: part $part $(elapsed "$t_part") s"
+  echo "SBXD-DF: after $part: $(df -m /tmp | awk 'NR == 2 { print $3 " MiB used of " $2 " in /tmp" }')," \
+    "$(free -m | awk '/^Mem:/ { print $7 " MiB of " $2 " available" }')"
+  dmesg 2>/dev/null | grep -E "Out of memory|oom-kill|Killed process" | tail -n 3 | sed 's/^/SBXD-OOM: /'
+
   # A guest triple-faulted (sbx-vmm dumped its memory): the run is judged,
   # and perhaps run again, on that dump (tests/lib.sh run_nested), so the
   # parts after this one would only make a retry later.
