@@ -2,7 +2,9 @@
 # Level-1 side of the main job (scripts/demo runs it through tests/nested,
 # or directly on a host with hardware virtualization): starts sbxd with
 # its state in a temporary directory and drives it only with `sbx`:
-# new, exec, stop, resume (the same process, from memory), fork, rm.
+# new, exec (one out to "the internet": a server in a network namespace
+# this script starts, tests/guest/internet_lib.sh), stop, resume (the same
+# process, from memory), fork, rm.
 # Prints one "DEMO-STEP: NAME SECONDS DETAIL" line per step.
 # Usage: demo-session.sh BUILD_DIR KERNEL ROOTFS_TAR LOGDIR
 set -euo pipefail
@@ -10,10 +12,13 @@ build=$1 kernel=$2 rootfs_tar=$3 logdir=$4
 sbx=$build/host-tools/sbx/sbx
 w=$(mktemp -d /tmp/sbx-demo.XXXXXX)
 sbxd_pid=
+# shellcheck source=../tests/guest/internet_lib.sh
+. "$(dirname "$0")/../tests/guest/internet_lib.sh"
 cleanup() {
   set +e
   [ -n "$sbxd_pid" ] && kill "$sbxd_pid" 2>/dev/null && wait "$sbxd_pid" 2>/dev/null
   pkill -9 -f -- "--snapshot-dir $w/" 2>/dev/null
+  sbxd_internet_down
   rm -rf "$w"
 }
 trap cleanup EXIT
@@ -29,8 +34,9 @@ mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
 ln -s "$kernel" "$w/images/kernel/k/vmlinux"
 tar -C "$w/images/rootfs/r" -xSf "$rootfs_tar"
 touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
+sbxd_internet
 "$build/host-tools/sbxd/sbxd" --state-dir "$w/state" --images "$w/images" --listen "unix:$w/sbxd.sock" \
-  2>"$logdir/sbxd.log" &
+  "${sbxd_net_flags[@]}" 2>"$logdir/sbxd.log" &
 sbxd_pid=$!
 export SBX_HOST=unix:$w/sbxd.sock
 for _ in $(seq 300); do "$sbx" ls >/dev/null 2>&1 && break; sleep 0.1; done
@@ -41,6 +47,9 @@ step new "$t" "$id"
 t=$(now)
 out=$("$sbx" exec "$id" --no-stdin -- python3 -c 'import platform; print("hello from", platform.node(), platform.release(), "python", platform.python_version())')
 step exec "$t" "$out"
+t=$(now)
+web=$("$sbx" exec "$id" --no-stdin -- curl -sS --max-time 20 "http://$inet_public/")
+step net "$t" "curl http://$inet_public/: $web"
 proc=$("$sbx" exec "$id" --detach -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done' \
   | field "b['process']['id']")
 pid_before=$("$sbx" exec "$id" --status "$proc" | field "b['process']['pid']")
@@ -65,6 +74,6 @@ t=$(now)
 step rm "$t" "$id $child"
 left=$("$sbx" ls | field "len(b['sandboxes'])")
 echo "DEMO-LEFT: $left"
-[ "$restored" = True ] && [ "$pid_before" = "$pid_after" ] && [ "$count_after" -gt "$count_before" ] \
+[ "$web" = "hello from the internet" ] && [ "$restored" = True ] && [ "$pid_before" = "$pid_after" ] && [ "$count_after" -gt "$count_before" ] \
   && [ "$left" = 0 ] && echo "DEMO-OK"
 exit 0
