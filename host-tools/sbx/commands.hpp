@@ -67,6 +67,18 @@ int run_snapshot_create(const Context& ctx, const std::string& id, const std::st
 int run_snapshot_ls(const Context& ctx);
 int run_snapshot_rm(const Context& ctx, const std::string& name);
 
+// commands_host.cpp: hosted ports, and sbxd's CA certificate (PEM).
+struct HostCommand {
+    std::string id;
+    std::uint16_t port = 0;
+    bool is_public = false;
+    bool localhost = false;
+};
+int run_host(const Context& ctx, const HostCommand& command);
+int run_host_ls(const Context& ctx, const std::string& id);  // id empty: every sandbox's
+int run_unhost(const Context& ctx, const std::string& id, std::uint16_t port);
+int run_ca(const Context& ctx);
+
 // commands_exec.cpp
 struct ExecCommand {
     std::string id;

@@ -1,7 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
 //   sbx new | ls | info | exec | scp | logs | stop | resume | ttl | idle | fork | snapshot | rm |
-//   history | events
+//   history | events | host | unhost | ca
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -43,6 +43,7 @@ struct Flags {
     std::string value;  // ttl's SECONDS|off, idle's MINUTES|off
     LogsCommand logs;
     std::string tail;  // logs --tail BYTES
+    HostCommand host;
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -173,6 +174,19 @@ int main(int argc, char** argv) {
     events->add_option("--after", f.after, "only events after this id")->type_name("ID");
     events->add_flag("-f,--follow", f.follow, "keep printing new events");
 
+    auto* host_cmd = app.add_subcommand(
+        "host", "serve a port at https://<subdomain>-<port>.<domain>: host ID PORT [--public] [--localhost] | host ls [ID]");
+    host_cmd->add_option("id", f.host.id, "sandbox id");
+    host_cmd->add_option("port", f.host.port, "the guest port")->type_name("PORT");
+    host_cmd->add_flag("--public", f.host.is_public, "no token: anyone with the URL gets in");
+    host_cmd->add_flag("--localhost", f.host.localhost, "the app listens on the guest's 127.0.0.1");
+    auto* host_ls = host_cmd->add_subcommand("ls", "hosted ports, of one sandbox or all");
+    host_ls->add_option("id", f.id, "sandbox id");
+    auto* unhost = app.add_subcommand("unhost", "stop serving a hosted port: unhost ID PORT");
+    unhost->add_option("id", f.id, "sandbox id")->required();
+    unhost->add_option("port", f.host.port, "the guest port")->required()->type_name("PORT");
+    auto* ca = app.add_subcommand("ca", "sbxd's CA certificate (PEM), for clients to trust its hosted URLs");
+
     // Everything after the first `--` is exec's command, kept from CLI11,
     // which would otherwise match its words against sbx's own subcommands.
     std::vector<std::string> args(argv + 1, argv + argc), after_dashes;
@@ -191,6 +205,9 @@ int main(int argc, char** argv) {
     }
     if (*snapshot && !*snapshot_ls && !*snapshot_rm && (f.id.empty() || f.name.empty())) {
         return out.fail(make_coded_error("usage", "snapshot: want ID NAME, ls, or rm NAME"));
+    }
+    if (*host_cmd && !*host_ls && (f.host.id.empty() || f.host.port == 0)) {
+        return out.fail(make_coded_error("usage", "host: want ID PORT (1-65535), or ls [ID]"));
     }
     if (*exec && !e.status_process.empty() + !e.attach_process.empty() + e.exec.detach > 1) {
         return out.fail(
@@ -250,5 +267,13 @@ int main(int argc, char** argv) {
         return run_history(ctx, f.id);
     if (*events)
         return run_events(ctx, f.after, f.follow);
+    if (*host_ls)
+        return run_host_ls(ctx, f.id);
+    if (*host_cmd)
+        return run_host(ctx, f.host);
+    if (*unhost)
+        return run_unhost(ctx, f.id, f.host.port);
+    if (*ca)
+        return run_ca(ctx);
     return kExitUsage;
 }

@@ -118,6 +118,11 @@ void ApiService::add_routes() {
     host_route("GET", "/v1/snapshots/{name}", &ApiService::get_snapshot);
     host_route("DELETE", "/v1/snapshots/{name}", &ApiService::delete_snapshot);
     host_route("GET", "/v1/events", &ApiService::list_events);
+    sandbox_route("POST", "/v1/sandboxes/{id}/ports", &ApiService::host_port);
+    sandbox_route("GET", "/v1/sandboxes/{id}/ports", &ApiService::list_sandbox_ports);
+    sandbox_route("DELETE", "/v1/sandboxes/{id}/ports/{port}", &ApiService::unhost_port);
+    host_route("GET", "/v1/ports", &ApiService::list_ports);
+    host_route("GET", "/v1/ca", &ApiService::certificate_authority);
     guest_.add_routes([this](std::string_view method, std::string_view pattern, http::Handler handler,
                              http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
 }

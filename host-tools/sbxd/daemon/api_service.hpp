@@ -21,6 +21,14 @@
 
 namespace sbx::sbxd {
 
+// Where sbxd's HTTPS proxy serves hosted ports (docs/api.md, "Hosted ports").
+struct ProxyInfo {
+    std::string domain;           // URLs are https://<subdomain>-<port>.<domain>
+    std::uint16_t url_port = 443;  // the port in URLs (omitted when 443)
+};
+// https://<subdomain>-<port>.<domain>[:url_port]/
+[[nodiscard]] std::string hosted_url(const ProxyInfo& proxy, const HostedPortRecord& port);
+
 struct DaemonInfo {
     std::string host_name;  // named in every sandbox (product.md §7)
     std::string version;
@@ -30,6 +38,8 @@ struct DaemonInfo {
     // --min-ttl-seconds).
     std::int64_t min_ttl_seconds = api::kMinTtlSeconds;
     std::optional<net::AddressPool> net_pool{};  // none: sandboxes have no network
+    std::optional<ProxyInfo> proxy{};  // none: no hosted ports
+    std::string ca_pem{};  // sbxd's own CA (GET /v1/ca); empty with an operator's certificate
 };
 
 using Clock = std::function<UnixMillis()>;
@@ -84,6 +94,13 @@ private:
     Response get_snapshot(const Request& request, const PathParams& params) const;
     Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
+    // hosted_port_routes.cpp
+    [[nodiscard]] nlohmann::json hosted_port_view(const HostedPortRecord& port) const;
+    Response host_port(const Request& request, const PathParams& params) const;
+    Response list_sandbox_ports(const Request& request, const PathParams& params) const;
+    Response list_ports(const Request& request, const PathParams& params) const;
+    Response unhost_port(const Request& request, const PathParams& params) const;
+    Response certificate_authority(const Request& request, const PathParams& params) const;
     // log_routes.cpp
     Response sandbox_logs(const Request& request, const PathParams& params) const;
     // lifecycle_routes.cpp

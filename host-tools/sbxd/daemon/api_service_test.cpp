@@ -587,3 +587,41 @@ TEST_CASE("files of a stopped sandbox come from its disk; changes are invalid_st
     f.run("sbx_2");
     CHECK(body_of(f.call("GET", "/v1/sandboxes/sbx_2/files/stat?path=/"))["message"] == "not running");
 }
+
+TEST_CASE("hosted ports: off without a proxy; private ports carry their token; unhost; scoped keys") {
+    Fixture off;
+    CHECK(body_of(off.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":8080,"localhost":true})"))["code"] ==
+          "invalid_state");
+
+    Fixture f;
+    DaemonInfo info{"host-a", "test", "/images", api::HostLimits{}};
+    info.proxy = ProxyInfo{"sbx.localhost", 8443};
+    info.ca_pem = "-----BEGIN CERTIFICATE-----\n";
+    f.service = std::make_unique<ApiService>(*f.store, f.driver, info, [&f] { return f.now; });
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":0})"))["code"] == "invalid_argument");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":8080,"x":1})"))["code"] ==
+          "invalid_argument");
+    // No network: only the agent's way in.
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":8080})"))["code"] == "invalid_argument");
+    CHECK(body_of(f.call("POST", "/v1/sandboxes/sbx_9/ports", R"({"port":8080,"localhost":true})"))["code"] ==
+          "not_found");
+
+    auto hosted = body_of(f.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":8080,"localhost":true})"));
+    const auto& port = hosted["hostedPort"];
+    const std::string url = port["url"];
+    CHECK(url.starts_with("https://"));
+    CHECK(url.ends_with("-8080.sbx.localhost:8443/"));
+    CHECK(port["tokenUrl"] == url + "?_token=" + port["token"].get<std::string>());
+    auto made_public =
+        body_of(f.call("POST", "/v1/sandboxes/sbx_1/ports", R"({"port":8080,"localhost":true,"public":true})"));
+    CHECK(made_public["hostedPort"]["url"] == url);
+    CHECK_FALSE(made_public["hostedPort"].contains("token"));
+    CHECK(body_of(f.call("GET", "/v1/sandboxes/sbx_1/ports"))["hostedPorts"].size() == 1);
+    CHECK(body_of(f.call("GET", "/v1/ports"))["hostedPorts"].size() == 1);
+    CHECK(body_of(f.call("GET", "/v1/ca"))["certificate"] == "-----BEGIN CERTIFICATE-----\n");
+
+    CHECK(body_of(f.call("DELETE", "/v1/sandboxes/sbx_1/ports/80"))["code"] == "not_found");
+    CHECK(body_of(f.call("DELETE", "/v1/sandboxes/sbx_1/ports/x"))["code"] == "invalid_argument");
+    CHECK(body_of(f.call("DELETE", "/v1/sandboxes/sbx_1/ports/8080"))["unhosted"] == 8080);
+    CHECK(body_of(f.call("GET", "/v1/ports"))["hostedPorts"].empty());
+}

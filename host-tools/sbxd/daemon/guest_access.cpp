@@ -43,7 +43,7 @@ GuestRoutes::GuestRoutes(Store& store, SandboxDriver& driver, std::function<Unix
                          GuestAccess access)
     : store_(store), driver_(driver), clock_(std::move(clock)), access_(std::move(access)) {}
 
-Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::string& sandbox_id) const {
+Result<std::shared_ptr<LifecycleScheduler::Lease>> GuestRoutes::hold(const std::string& sandbox_id) const {
     auto sandbox = store_.get_sandbox(sandbox_id);
     if (!sandbox) {
         return sandbox.error();
@@ -54,10 +54,18 @@ Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::stri
             return woken.error();
         }
     }
-    // Before the connection, so that the idle timer cannot pause it under us.
-    LifecycleScheduler::Lease lease;
+    // Before any connection, so that the idle timer cannot pause it under us.
+    auto lease = std::make_shared<LifecycleScheduler::Lease>();
     if (access_.lifecycle != nullptr) {
-        lease = access_.lifecycle->lease(sandbox_id);
+        *lease = access_.lifecycle->lease(sandbox_id);
+    }
+    return lease;
+}
+
+Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::string& sandbox_id) const {
+    auto lease = hold(sandbox_id);
+    if (!lease) {
+        return lease.error();
     }
     auto address = driver_.agent(sandbox_id);
     if (!address) {
@@ -71,9 +79,9 @@ Result<std::shared_ptr<agent::AgentClient>> GuestRoutes::connect(const std::stri
     }
     struct Leased {
         agent::AgentClient client;
-        LifecycleScheduler::Lease lease;
+        std::shared_ptr<LifecycleScheduler::Lease> lease;
     };
-    auto leased = std::make_shared<Leased>(Leased{std::move(*client), std::move(lease)});
+    auto leased = std::make_shared<Leased>(Leased{std::move(*client), std::move(*lease)});
     return std::shared_ptr<agent::AgentClient>(leased, &leased->client);
 }
 

@@ -52,16 +52,19 @@ public:
 
     void add_routes(const RouteAdder& add);
 
+    // The sandbox must exist (404) and run, or be paused and wake (else
+    // the driver's 409). hold() gives an activity lease that lasts as
+    // long as the value (hosted ports' connections to the guest's
+    // address); connect() a new authenticated connection to its agent,
+    // on the heap so that sessions and stream producers can hold it,
+    // with such a lease that ends with it.
+    [[nodiscard]] Result<std::shared_ptr<LifecycleScheduler::Lease>> hold(const std::string& sandbox_id) const;
+    [[nodiscard]] Result<std::shared_ptr<agent::AgentClient>> connect(const std::string& sandbox_id) const;
+
 private:
     using Request = http::Request;
     using Response = http::Response;
     using PathParams = http::PathParams;
-
-    // The sandbox must exist (404) and run, or be paused and wake (else
-    // the driver's 409); then a new authenticated connection to its agent,
-    // on the heap so that sessions and stream producers can hold it, with
-    // an activity lease that ends with it.
-    [[nodiscard]] Result<std::shared_ptr<agent::AgentClient>> connect(const std::string& sandbox_id) const;
 
     // Detached processes started here, by (sandbox, process id): their
     // history row, finished when a route sees the exit.

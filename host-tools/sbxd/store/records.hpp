@@ -57,6 +57,19 @@ struct SandboxRecord {
     bool operator==(const SandboxRecord&) const = default;
 };
 
+// A port of a sandbox served by sbxd's HTTPS proxy at
+// https://<subdomain>-<port>.<domain> (docs/api.md, "Hosted ports").
+struct HostedPortRecord {
+    std::string sandbox_id;
+    std::uint16_t port = 0;
+    std::string subdomain;  // [a-z0-9]+, the same for every port of the sandbox
+    std::string token;      // the secret a private URL asks for
+    bool is_public = false;
+    bool localhost = false;  // the app listens on the guest's 127.0.0.1: reached through the agent
+    UnixMillis created_at = 0;
+    bool operator==(const HostedPortRecord&) const = default;
+};
+
 struct ApiKeyRecord {
     std::string id;    // public, for listing and revoking
     std::string hash;  // hex SHA-256 of the key

@@ -117,7 +117,24 @@ ALTER TABLE sandboxes ADD COLUMN net_egress TEXT;
 CREATE UNIQUE INDEX sandboxes_by_net_slot ON sandboxes(net_slot) WHERE net_slot IS NOT NULL;
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4, kVersion5};
+// Version 6: hosted ports (docs/api.md, "Hosted ports"): a sandbox's
+// ports served at https://<subdomain>-<port>.<domain>; every port of a
+// sandbox shares its subdomain; each has its own secret token.
+constexpr std::string_view kVersion6 = R"sql(
+CREATE TABLE hosted_ports (
+    sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+    port INTEGER NOT NULL,
+    subdomain TEXT NOT NULL,
+    token TEXT NOT NULL,
+    public INTEGER NOT NULL,
+    localhost INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (sandbox_id, port)
+) STRICT;
+CREATE UNIQUE INDEX hosted_ports_by_host ON hosted_ports(subdomain, port);
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4, kVersion5, kVersion6};
 
 }  // namespace
 

@@ -7,7 +7,16 @@
 namespace sbx::sqlite {
 
 Error store_error(sqlite3* db, std::string_view what) {
-    return make_coded_error("store", "{}: {}", what, db != nullptr ? sqlite3_errmsg(db) : "out of memory");
+    if (db == nullptr) {
+        return make_coded_error("store", "{}: out of memory", what);
+    }
+    int code = sqlite3_extended_errcode(db);
+    bool unique = code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY;
+    return make_coded_error(unique ? kUniqueViolation : "store", "{}: {}", what, sqlite3_errmsg(db));
+}
+
+bool is_unique_violation(const Error& error) {
+    return error.code == kUniqueViolation;
 }
 
 void Statement::Finalize::operator()(sqlite3_stmt* stmt) const {

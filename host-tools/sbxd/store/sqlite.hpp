@@ -81,6 +81,11 @@ private:
     std::unique_ptr<sqlite3, Close> db_;
 };
 
+// The code of an error from a statement that broke a UNIQUE or PRIMARY
+// KEY constraint (SQLITE_CONSTRAINT_UNIQUE/_PRIMARYKEY); others are "store".
+inline constexpr std::string_view kUniqueViolation = "unique_violation";
+[[nodiscard]] bool is_unique_violation(const Error& error);
+
 // BEGIN IMMEDIATE (the write lock taken at once, so two writers never
 // deadlock upgrading a read); rolled back when destroyed uncommitted.
 class Transaction {

@@ -119,6 +119,17 @@ public:
     // history (named snapshots stay); records a "deleted" event.
     [[nodiscard]] Result<void> delete_sandbox(const std::string& id, UnixMillis now);
 
+    // Hosted ports (store_hosted_ports.cpp). host_port adds the port, or
+    // changes a hosted one's flags keeping its token; a sandbox's first
+    // port takes `port.subdomain`, later ones the one it has. The rows go
+    // with the sandbox.
+    [[nodiscard]] Result<HostedPortRecord> host_port(const HostedPortRecord& port);
+    // Every sandbox's when `sandbox_id` is empty; by sandbox and port.
+    [[nodiscard]] Result<std::vector<HostedPortRecord>> list_hosted_ports(
+        const std::optional<std::string>& sandbox_id);
+    [[nodiscard]] Result<HostedPortRecord> find_hosted_port(std::string_view subdomain, std::uint16_t port);
+    [[nodiscard]] Result<void> unhost_port(const std::string& sandbox_id, std::uint16_t port);
+
     // API keys (only their hashes are stored).
     [[nodiscard]] Result<void> add_api_key(const ApiKeyRecord& key);
     [[nodiscard]] Result<std::optional<ApiKeyRecord>> find_api_key(const std::string& hash);

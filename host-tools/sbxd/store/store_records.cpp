@@ -36,10 +36,6 @@ Result<Statement> bound(Result<Statement> stmt, const Args&... args) {
     return stmt;
 }
 
-bool is_unique_violation(const Error& error) {
-    return error.message.find("UNIQUE constraint") != std::string::npos;
-}
-
 ApiKeyRecord read_api_key(const Statement& row) {
     return ApiKeyRecord{row.text(0), row.text(1), row.text(2), row.optional_text(3), row.int64(4)};
 }
@@ -70,7 +66,7 @@ Result<void> Store::add_api_key(const ApiKeyRecord& key) {
         return stmt.error();
     }
     if (auto r = stmt->bind_all(key.id, key.hash, key.name, key.sandbox_id, key.created_at).run(); !r) {
-        if (is_unique_violation(r.error())) {
+        if (sqlite::is_unique_violation(r.error())) {
             return make_coded_error("already_exists", "API key {} exists", key.id);
         }
         if (r.error().message.find("FOREIGN KEY") != std::string::npos) {
@@ -129,7 +125,7 @@ Result<void> Store::add_snapshot(const SnapshotRecord& s) {
     stmt->bind_all(s.name, s.source_sandbox_id, std::int64_t{s.has_memory}, s.from, std::int64_t{s.disk_gib},
                    s.created_at, std::int64_t{s.cpus}, std::int64_t{s.memory_mib}, s.size_bytes, s.cpu_signature);
     if (auto r = stmt->run(); !r) {
-        if (is_unique_violation(r.error())) {
+        if (sqlite::is_unique_violation(r.error())) {
             return make_coded_error("already_exists", "a snapshot named '{}' exists", s.name);
         }
         return r.error();

@@ -332,6 +332,44 @@ TEST_CASE("deleting a sandbox takes its keys and history and leaves named snapsh
     CHECK_FALSE(store->create_sandbox(sample("sbx_b"), IdempotencyClaim{"k", "other"})->replayed);
 }
 
+TEST_CASE("hosted ports: one subdomain per sandbox, tokens kept on update, gone with the sandbox") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
+    REQUIRE(store->create_sandbox(sample("sbx_b"), std::nullopt).has_value());
+    auto hosted = [](std::string id, std::uint16_t port, std::string sub, std::string token) {
+        return HostedPortRecord{std::move(id), port, std::move(sub), std::move(token), false, false, 7};
+    };
+    auto a8080 = store->host_port(hosted("sbx_a", 8080, "aaaa", "t1"));
+    REQUIRE(a8080.has_value());
+    CHECK(a8080->subdomain == "aaaa");
+    // A second port keeps the sandbox's subdomain; its own token.
+    auto a3000 = store->host_port(hosted("sbx_a", 3000, "zzzz", "t2"));
+    REQUIRE(a3000.has_value());
+    CHECK(a3000->subdomain == "aaaa");
+    CHECK(a3000->token == "t2");
+    // Hosting again changes the flags and keeps the token.
+    auto again = hosted("sbx_a", 8080, "yyyy", "t3");
+    again.is_public = true;
+    auto updated = store->host_port(again);
+    REQUIRE(updated.has_value());
+    CHECK(updated->token == "t1");
+    CHECK(updated->is_public);
+    CHECK(store->find_hosted_port("aaaa", 8080)->is_public);
+    CHECK(store->find_hosted_port("aaaa", 9).error().code == "not_found");
+    // Another sandbox cannot take a subdomain in use.
+    CHECK(store->host_port(hosted("sbx_b", 8080, "aaaa", "t4")).error().code == "already_exists");
+    CHECK(store->host_port(hosted("sbx_nope", 1, "bbbb", "t5")).error().code == "not_found");
+    CHECK(store->list_hosted_ports(std::nullopt)->size() == 2);
+    CHECK(store->list_hosted_ports(std::string("sbx_b"))->empty());
+
+    REQUIRE(store->unhost_port("sbx_a", 3000).has_value());
+    CHECK(store->unhost_port("sbx_a", 3000).error().code == "not_found");
+    REQUIRE(store->delete_sandbox("sbx_a", 8).has_value());
+    CHECK(store->list_hosted_ports(std::nullopt)->empty());
+    CHECK(store->find_hosted_port("aaaa", 8080).error().code == "not_found");
+}
+
 TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
     testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
