@@ -37,6 +37,11 @@ Error ca_error(std::string_view code, std::string message) {
     return Error{std::move(message), 0, std::string(code)};
 }
 
+Error ca_expired_error(const std::string& certificate_path) {
+    return ca_error("ca_expired", fmt::format("{} has expired; move the CA's directory away to make a new CA",
+                                              certificate_path));
+}
+
 // OpenSSL's PEM readers ask for a passphrase on the terminal without a
 // callback; an encrypted key is refused instead.
 int no_passphrase(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*u*/) { return 0; }
@@ -293,8 +298,7 @@ Result<void> check_ca_certificate(X509* certificate, EVP_PKEY* key, const std::s
         return ca_error("ca_corrupt", fmt::format("{}'s self-signature does not verify", path));
     }
     if (X509_cmp_current_time(X509_get0_notAfter(certificate)) <= 0) {
-        return ca_error("ca_expired",
-                        fmt::format("{} has expired; move the CA's directory away to make a new CA", path));
+        return ca_expired_error(path);
     }
     return ok();
 }
@@ -460,6 +464,9 @@ Result<ServerCertificate> CertificateAuthority::issue_server(const std::vector<s
         return subject.error();
     }
     const auto now = Clock::now();
+    if (ca_expiry_ <= now) {
+        return ca_expired_error(certificate_path_);
+    }
     // A leaf outliving its CA would fail verification in its last days.
     const auto not_after = std::min(now + validity, ca_expiry_);
     auto certificate = new_certificate(subject->get(), X509_get_subject_name(certificate_.get()), key->get(),

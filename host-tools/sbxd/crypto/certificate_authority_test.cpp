@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
+#include <openssl/pem.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -155,6 +156,41 @@ private:
     int port_ = 0;
     pid_t pid_ = -1;
 };
+
+// A CA certificate for the key at KEY_PATH that expired in 2021 (openssl
+// req in OpenSSL 3.0 cannot date one in the past).
+std::string expired_ca_certificate(const std::string& key_path) {
+    const std::string key_pem = *read_file(key_path, 1 << 16);
+    BioPtr bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+    EvpPkeyPtr key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+    REQUIRE(key);
+    X509Ptr certificate(X509_new());
+    REQUIRE(certificate);
+    X509* c = certificate.get();
+    X509_NAME* name = X509_get_subject_name(c);
+    const std::string cn = "expired CA";
+    REQUIRE(X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_UTF8,
+                                       reinterpret_cast<const unsigned char*>(cn.data()),
+                                       static_cast<int>(cn.size()), -1, 0) == 1);
+    REQUIRE(X509_set_issuer_name(c, name) == 1);
+    REQUIRE(X509_set_version(c, X509_VERSION_3) == 1);
+    REQUIRE(ASN1_INTEGER_set(X509_get_serialNumber(c), 1) == 1);
+    REQUIRE(ASN1_TIME_set_string(X509_getm_notBefore(c), "20200101000000Z") == 1);
+    REQUIRE(ASN1_TIME_set_string(X509_getm_notAfter(c), "20210101000000Z") == 1);
+    REQUIRE(X509_set_pubkey(c, key.get()) == 1);
+    X509V3_CTX context;
+    X509V3_set_ctx_nodb(&context);
+    X509V3_set_ctx(&context, c, c, nullptr, nullptr, 0);
+    X509ExtensionPtr constraints(X509V3_EXT_conf_nid(nullptr, &context, NID_basic_constraints, "critical,CA:TRUE"));
+    REQUIRE(constraints);
+    REQUIRE(X509_add_ext(c, constraints.get(), -1) == 1);
+    REQUIRE(X509_sign(c, key.get(), EVP_sha256()) > 0);
+    BioPtr out(BIO_new(BIO_s_mem()));
+    REQUIRE(PEM_write_bio_X509(out.get(), c) == 1);
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(out.get(), &data);
+    return std::string(data, static_cast<std::size_t>(size));
+}
 
 }  // namespace
 
@@ -338,6 +374,10 @@ TEST_CASE("bad or mismatched CA files are errors and are left as they are") {
                         "basicConstraints=critical,CA:FALSE -out " + certificate);
         REQUIRE_MESSAGE(made.status == 0, made.text);
         CHECK(error_code_of_open(ca_dir) == "ca_corrupt");
+    }
+    SUBCASE("an expired certificate") {
+        write_text(certificate, expired_ca_certificate(key));
+        CHECK(error_code_of_open(ca_dir) == "ca_expired");
     }
     SUBCASE("an encrypted key is refused, never asked a passphrase for") {
         const std::string openssl = tool_path("openssl");
