@@ -379,3 +379,38 @@ TEST_CASE("MAC addresses: parse_mac, format_mac, random_local_mac") {
     REQUIRE(random.has_value());
     CHECK(sbx::parse_mac(sbx::format_mac(*random)).has_value());
 }
+
+#include "base/atomic_file.hpp"
+
+TEST_CASE("write_file_atomically replaces a file whole, with its mode, over a stale temporary") {
+    char templ[] = "/tmp/sbx-atomic-XXXXXX";
+    REQUIRE(::mkdtemp(templ) != nullptr);
+    const std::string path = std::string(templ) + "/secret";
+    const mode_t old_umask = ::umask(022);
+    REQUIRE(sbx::write_file_atomically(path, "first\n", 0600));
+    CHECK(*sbx::read_file(path, 1024) == "first\n");
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+
+    // A temporary left by a crash, readable by all: not reused.
+    {
+        UniqueFd stale(::open((path + ".tmp").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666));
+        REQUIRE(stale);
+        REQUIRE(::fchmod(stale.get(), 0666) == 0);
+        REQUIRE(::write(stale.get(), "stale", 5) == 5);
+    }
+    ::umask(0);
+    REQUIRE(sbx::write_file_atomically(path, "second\n", 0640));
+    ::umask(old_umask);
+    CHECK(*sbx::read_file(path, 1024) == "second\n");
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(::access((path + ".tmp").c_str(), F_OK) != 0);
+
+    auto missing = sbx::write_file_atomically(std::string(templ) + "/no-dir/file", "x", 0600);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().errno_value == ENOENT);
+    ::unlink(path.c_str());
+    ::rmdir(templ);
+}

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,10 +15,9 @@
 #include <string_view>
 #include <thread>
 
+#include "base/child_spawn.hpp"
 #include "base/log.hpp"
 #include "base/unique_fd.hpp"
-
-extern char** environ;  // NOLINT: posix_spawn's environment
 
 namespace sbx::sbxd::net {
 namespace {
@@ -34,22 +32,6 @@ constexpr std::size_t kLogTail = 2048;
 Error dns_error(std::string message) {
     return Error{std::move(message), 0, "dns_forwarder"};
 }
-
-// RAII for the two posix_spawn attribute objects.
-struct SpawnAttributes {
-    posix_spawnattr_t attr{};
-    posix_spawn_file_actions_t actions{};
-    SpawnAttributes() {
-        posix_spawnattr_init(&attr);
-        posix_spawn_file_actions_init(&actions);
-    }
-    SpawnAttributes(const SpawnAttributes&) = delete;
-    SpawnAttributes& operator=(const SpawnAttributes&) = delete;
-    ~SpawnAttributes() {
-        posix_spawn_file_actions_destroy(&actions);
-        posix_spawnattr_destroy(&attr);
-    }
-};
 
 // Up to `max` bytes of a file from `offset` on, read to its end (a /proc
 // file's size says 0).
@@ -155,35 +137,14 @@ std::string log_since(const std::string& path, off_t offset) {
     return tail;
 }
 
+// Its own session (base/child_spawn.hpp): a terminal's signals to sbxd do
+// not reach it, and its TCP helpers (dnsmasq forks one per TCP connection)
+// share its group.
 Result<pid_t> spawn(const DnsConfig& config) {
-    std::vector<std::string> args = dnsmasq_arguments(config);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(config.program.c_str()));  // NOLINT: posix_spawn's signature
-    for (auto& a : args) {
-        argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-
-    SpawnAttributes s;
-    sigset_t none;
-    sigemptyset(&none);
-    sigset_t defaults;
-    sigfillset(&defaults);
-    posix_spawnattr_setsigmask(&s.attr, &none);
-    posix_spawnattr_setsigdefault(&s.attr, &defaults);
-    // Its own session: a terminal's signals to sbxd do not reach it, and
-    // its TCP helpers (dnsmasq forks one per TCP connection) share its group.
-    posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    const std::string log = config.log_file();
-    posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&s.actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&s.actions, 1, 2);
-    posix_spawn_file_actions_addclosefrom_np(&s.actions, 3);
-    pid_t pid = -1;
-    if (int err = posix_spawn(&pid, config.program.c_str(), &s.actions, &s.attr, argv.data(), environ);
-        err != 0) {
-        return Error{fmt::format("cannot start {} (install dnsmasq-base)", config.program), err,
-                     "dns_forwarder"};
+    auto pid = spawn_session_leader(config.program, dnsmasq_arguments(config), config.log_file());
+    if (!pid) {
+        return Error{fmt::format("cannot start {} (install dnsmasq-base)", config.program),
+                     pid.error().errno_value, "dns_forwarder"};
     }
     return pid;
 }

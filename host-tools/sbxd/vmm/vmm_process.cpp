@@ -1,7 +1,5 @@
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,29 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "base/child_spawn.hpp"
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
-
-extern char** environ;
 
 namespace sbx::sbxd {
 
 namespace {
-
-// RAII for the two posix_spawn attribute objects.
-struct SpawnAttributes {
-    posix_spawnattr_t attr{};
-    posix_spawn_file_actions_t actions{};
-    SpawnAttributes() {
-        posix_spawnattr_init(&attr);
-        posix_spawn_file_actions_init(&actions);
-    }
-    ~SpawnAttributes() {
-        posix_spawn_file_actions_destroy(&actions);
-        posix_spawnattr_destroy(&attr);
-    }
-    SpawnAttributes(const SpawnAttributes&) = delete;
-    SpawnAttributes& operator=(const SpawnAttributes&) = delete;
-};
 
 ProcessEnd decode(int status) {
     ProcessEnd end;
@@ -51,30 +32,11 @@ ProcessEnd decode(int status) {
 }  // namespace
 
 Result<VmmProcess> spawn_process(const SpawnSpec& spec) {
-    SpawnAttributes s;
-    sigset_t none;
-    sigemptyset(&none);
-    sigset_t defaults;
-    sigfillset(&defaults);  // sbxd ignores SIGPIPE; the VMM must not inherit that
-    posix_spawnattr_setsigmask(&s.attr, &none);
-    posix_spawnattr_setsigdefault(&s.attr, &defaults);
-    posix_spawnattr_setflags(&s.attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&s.actions, 1, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&s.actions, 1, 2);
-    posix_spawn_file_actions_addclosefrom_np(&s.actions, 3);
-
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(spec.program.c_str()));
-    for (const auto& arg : spec.args) {
-        argv.push_back(const_cast<char*>(arg.c_str()));
+    auto spawned = spawn_session_leader(spec.program, spec.args, spec.log_path);
+    if (!spawned) {
+        return spawned.error();
     }
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (int err = posix_spawn(&pid, spec.program.c_str(), &s.actions, &s.attr, argv.data(), environ);
-        err != 0) {
-        return errno_error(fmt::format("starting {}", spec.program), err);
-    }
+    const pid_t pid = *spawned;
     auto start = process_start_time(pid);
     if (!start) {
         // It ended before /proc could be read: reap it and say how.
