@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,9 +11,10 @@
 
 namespace sbx::snapshot::test {
 
-ScratchDir::ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/sbx-snapshot-XXXXXX";
+ScratchDir::ScratchDir() : ScratchDir(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp") {}
+
+ScratchDir::ScratchDir(const std::string& base) {
+    std::string templ = base + "/sbx-snapshot-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) {
         throw std::runtime_error("mkdtemp failed");
     }

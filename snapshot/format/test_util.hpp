@@ -17,6 +17,8 @@ namespace sbx::snapshot::test {
 class ScratchDir {
 public:
     ScratchDir();
+    // The same under `base` (a tmpfs, say) instead of $TMPDIR.
+    explicit ScratchDir(const std::string& base);
     ScratchDir(const ScratchDir&) = delete;
     ScratchDir& operator=(const ScratchDir&) = delete;
     ~ScratchDir();
