@@ -111,8 +111,8 @@ Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::stri
     contents.sections.push_back({kMachineSection, encode_machine(*machine)});
     for (const auto& region : vm.memory().regions()) {
         contents.memory.push_back({region.start.value, region.mapping.bytes(), std::nullopt});
-        if (region.file) {
-            contents.memory.back().file = MappedFile{region.file->fd.get(), region.file->offset};
+        if (region.file.fd) {
+            contents.memory.back().file = MappedFile{region.file.fd.get(), region.file.offset};
         }
     }
     for (const auto& range : options.working_set) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -48,6 +47,7 @@ public:
     // shares it copy-on-write): the pages the VMM has not written still
     // read its bytes from `offset` on, so a snapshot of this memory can take
     // them from the file instead of faulting them in (snapshot/format/writer.hpp).
+    // Anonymous memory has none: `fd` is not valid.
     struct MappedFile {
         UniqueFd fd;  // a duplicate of the descriptor that was mapped
         std::uint64_t offset = 0;
@@ -57,13 +57,13 @@ public:
     // private mapping of a file, that file.
     struct MappedRegion {
         MmapRegion mapping;
-        std::optional<MappedFile> file{};
+        MappedFile file{};
     };
 
     struct Region {
         GuestAddress start;
         MmapRegion mapping;
-        std::optional<MappedFile> file{};
+        MappedFile file{};
 
         [[nodiscard]] std::uint64_t size() const { return mapping.size(); }
         [[nodiscard]] std::uint64_t end() const { return start.value + mapping.size(); }

@@ -107,7 +107,7 @@ TEST_CASE("a custom mapper backs each region and must map its exact size") {
 
 TEST_CASE("a region mapped privately from a file keeps that file; anonymous ones have none") {
     std::array spec{MemoryRegionSpec{GuestAddress(0), 0x2000}};
-    CHECK_FALSE(GuestMemory::create(spec)->regions()[0].file);
+    CHECK_FALSE(GuestMemory::create(spec)->regions()[0].file.fd);
 
     FILE* file = std::tmpfile();
     REQUIRE(file != nullptr);
@@ -120,10 +120,10 @@ TEST_CASE("a region mapped privately from a file keeps that file; anonymous ones
     std::fclose(file);  // the region holds a descriptor of its own
     REQUIRE(mem);
     const auto& region = mem->regions()[0];
-    REQUIRE(region.file);
-    CHECK(region.file->offset == 0x1000);
+    REQUIRE(region.file.fd);
+    CHECK(region.file.offset == 0x1000);
     char bytes[8] = {};
-    CHECK(::pread(region.file->fd.get(), bytes, 8, 0x1000) == 8);
+    CHECK(::pread(region.file.fd.get(), bytes, 8, 0x1000) == 8);
     CHECK(std::memcmp(bytes, "template", 8) == 0);
     CHECK(std::memcmp(region.mapping.data(), "template", 8) == 0);
 
