@@ -274,3 +274,50 @@ TEST_CASE("a chunk that fails its checksum is one error, and reading it fails in
     CHECK(WEXITSTATUS(status) == MappingGuard::kExitStatus);
     CHECK(said.find("checksum_mismatch") != std::string::npos);
 }
+
+// The lazy restore reads the snapshot with pread (never a mapping of it)
+// and installs zero ranges as the shared zero page, so saving the memory it
+// filled faults nothing in and fills no hole of the file (compare
+// snapshot/format/private_save_test.cpp, the copy-on-write restore).
+TEST_CASE("saving lazily restored memory faults in nothing and fills no hole of the snapshot") {
+    require_userfaultfd();
+    ScratchDir dir(tmpfs_base());
+    constexpr std::size_t kRegion = 64 << 20, kData = 4 << 20;
+    TestMemory source;
+    source.add(0, kRegion, Fill::Zero);
+    std::memset(source.views[0].host.data(), 0x77, kData);
+    const auto template_path = dir.path("template.snap");
+    REQUIRE(write_snapshot(template_path, make_contents(source, MemoryMode::Raw, kDefaultChunkSize)));
+    auto reader = SnapshotReader::open(template_path);
+    REQUIRE(reader);
+    Watchdog watchdog(60s, "lazy restore, then a save");
+    auto memory = fresh_memory_like(source);
+    REQUIRE(memory);
+    auto lazy = LazyMemory::start(*reader, *memory);
+    REQUIRE_MESSAGE(lazy, (lazy ? "" : lazy.error().to_string()));
+    wait_fully_loaded(**lazy);
+    REQUIRE((*lazy)->stats().fully_loaded);
+
+    const std::uint8_t* host = memory->regions()[0].mapping.data();
+    const auto before = count_pages(host, kRegion / kPage);
+    const auto template_before = allocated_bytes(template_path);
+    const auto rss_before = rss_bytes();
+    SnapshotContents contents = make_contents(source, MemoryMode::Raw, kDefaultChunkSize);
+    contents.memory = {{0, memory->regions()[0].mapping.bytes(), std::nullopt}};
+    const auto saved_path = dir.path("saved.snap");
+    auto saved = write_snapshot(saved_path, contents, {.threads = 2});
+    REQUIRE_MESSAGE(saved, (saved ? "" : saved.error().to_string()));
+    const auto after = count_pages(host, kRegion / kPage);
+    MESSAGE("lazy: " << before.present << " pages present before the save, " << after.present << " after; "
+                     << "RSS " << (static_cast<long long>(rss_bytes()) - static_cast<long long>(rss_before)) / 1024
+                     << " KiB more; template " << (template_before >> 10) << " KiB allocated before, "
+                     << (allocated_bytes(template_path) >> 10) << " KiB after");
+    CHECK(before.present == kRegion / kPage);  // data copied in, zero ranges the zero page
+    CHECK(after.present == before.present);
+    CHECK(after.private_copies == before.private_copies);
+    CHECK(allocated_bytes(template_path) == template_before);
+    CHECK(rss_bytes() < rss_before + (8 << 20));
+    CHECK(saved->zero_bytes == kRegion - kData);
+    CHECK(allocated_bytes(saved_path) <= kData + (64 << 10));
+    lazy->reset();
+}

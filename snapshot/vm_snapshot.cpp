@@ -30,7 +30,9 @@ Result<void> check_memory_layout(const SnapshotReader& reader, const VmConfig& c
 
 VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned threads, double& seconds) {
     return {
-        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::guest_ram(spec.size); },
+        [](const MemoryRegionSpec& spec, std::size_t) {
+            return GuestMemory::unbacked(MmapRegion::guest_ram(spec.size));
+        },
         [&reader, threads, &seconds](const GuestMemory& memory) -> Result<void> {
             std::vector<MemoryRegionView> dest;
             for (const auto& region : memory.regions()) {
@@ -49,7 +51,8 @@ VmBuilder::RestoredMemory eager_memory(const SnapshotReader& reader, unsigned th
 VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std::string& path,
                                          std::vector<MappingGuard>& guards) {
     return {
-        [&reader, &path, &guards](const MemoryRegionSpec& spec, std::size_t index) -> Result<MmapRegion> {
+        [&reader, &path, &guards](const MemoryRegionSpec& spec,
+                                  std::size_t index) -> Result<GuestMemory::MappedRegion> {
             auto offset = reader.raw_region_offset(index);
             if (!offset) {
                 return offset.error();
@@ -68,7 +71,8 @@ VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std
                 return guard.error();
             }
             guards.push_back(std::move(*guard));
-            return mapped;
+            // A save of this VM reads the pages it never wrote from the file (snapshot/format/writer.hpp).
+            return GuestMemory::private_file(std::move(mapped), reader.fd(), *offset);
         },
         {},
     };
@@ -76,7 +80,9 @@ VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std
 
 VmBuilder::RestoredMemory lazy_memory(const SnapshotReader& reader, std::unique_ptr<LazyMemory>& lazy) {
     return {
-        [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::anonymous(spec.size); },
+        [](const MemoryRegionSpec& spec, std::size_t) {
+            return GuestMemory::unbacked(MmapRegion::anonymous(spec.size));
+        },
         [&reader, &lazy](const GuestMemory& memory) -> Result<void> {
             auto started = LazyMemory::start(reader, memory);
             if (!started) {
@@ -104,7 +110,10 @@ Result<WriteStats> save_vm(const Vm& vm, const VmConfig& config, const std::stri
     contents.sections.push_back({kConfigSection, encode_config(config)});
     contents.sections.push_back({kMachineSection, encode_machine(*machine)});
     for (const auto& region : vm.memory().regions()) {
-        contents.memory.push_back({region.start.value, region.mapping.bytes()});
+        contents.memory.push_back({region.start.value, region.mapping.bytes(), std::nullopt});
+        if (region.file.fd) {
+            contents.memory.back().file = MappedFile{region.file.fd.get(), region.file.offset};
+        }
     }
     for (const auto& range : options.working_set) {
         contents.working_set.push_back({range.start.value, range.size});

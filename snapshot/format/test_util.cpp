@@ -1,18 +1,25 @@
 #include "snapshot/format/test_util.hpp"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <stdexcept>
 
 namespace sbx::snapshot::test {
 
-ScratchDir::ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/sbx-snapshot-XXXXXX";
+ScratchDir::ScratchDir() : ScratchDir(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp") {}
+
+ScratchDir::ScratchDir(const std::string& base) {
+    std::string templ = base + "/sbx-snapshot-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) {
         throw std::runtime_error("mkdtemp failed");
     }
@@ -22,6 +29,19 @@ ScratchDir::ScratchDir() {
 ScratchDir::~ScratchDir() {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+}
+
+std::string tmpfs_base() {
+    const auto on_tmpfs = [](const std::string& path) {
+        struct statfs fs {};
+        return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access(path.c_str(), W_OK) == 0;
+    };
+    const char* tmp = std::getenv("TMPDIR");
+    std::string base = tmp != nullptr ? tmp : "/tmp";
+    if (on_tmpfs(base)) {
+        return base;
+    }
+    return on_tmpfs("/dev/shm") ? "/dev/shm" : base;
 }
 
 std::vector<std::string> ScratchDir::entries() const {
@@ -120,6 +140,38 @@ std::uint64_t allocated_bytes(const std::string& path) {
     struct stat st {};
     ::stat(path.c_str(), &st);
     return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
+PageCounts count_pages(const std::uint8_t* addr, std::size_t pages) {
+    std::vector<std::uint64_t> entries(pages);
+    const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    const auto bytes = static_cast<ssize_t>(pages * sizeof(std::uint64_t));
+    const bool read = fd >= 0 && ::pread(fd, entries.data(), static_cast<std::size_t>(bytes),
+                                         static_cast<off_t>(reinterpret_cast<std::uintptr_t>(addr) / 4096 * 8)) ==
+                                     bytes;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    if (!read) {
+        throw std::runtime_error("cannot read /proc/self/pagemap");
+    }
+    PageCounts counts;
+    for (auto e : entries) {
+        if (((e >> 63) & 1) != 0) {
+            ++counts.present;
+            counts.private_copies += ((e >> 61) & 1) == 0 ? 1 : 0;
+        }
+    }
+    return counts;
+}
+
+std::uint64_t rss_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t size = 0, resident = 0;
+    if (!(statm >> size >> resident)) {
+        throw std::runtime_error("cannot read /proc/self/statm");
+    }
+    return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 std::string open_code(const std::string& path) {

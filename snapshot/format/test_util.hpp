@@ -17,6 +17,8 @@ namespace sbx::snapshot::test {
 class ScratchDir {
 public:
     ScratchDir();
+    // The same under `base` (a tmpfs, say) instead of $TMPDIR.
+    explicit ScratchDir(const std::string& base);
     ScratchDir(const ScratchDir&) = delete;
     ScratchDir& operator=(const ScratchDir&) = delete;
     ~ScratchDir();
@@ -26,6 +28,10 @@ public:
 private:
     std::string dir_;
 };
+
+// A tmpfs to put files on ($TMPDIR when it is one, else /dev/shm), where
+// faulting a file's hole costs memory; $TMPDIR (or /tmp) when there is none.
+std::string tmpfs_base();
 
 enum class Fill { Random, Zero, HalfZero, Text };
 
@@ -46,6 +52,16 @@ std::vector<std::uint8_t> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, std::span<const std::uint8_t> bytes);
 std::uint64_t file_size(const std::string& path);
 std::uint64_t allocated_bytes(const std::string& path);  // st_blocks * 512
+
+// Pages of [addr, addr + pages * 4096) in this process that are present,
+// and of those the private (anonymous) ones: /proc/self/pagemap
+// (Documentation/admin-guide/mm/pagemap.rst) bits 63 and 61.
+struct PageCounts {
+    std::size_t present = 0;
+    std::size_t private_copies = 0;
+};
+PageCounts count_pages(const std::uint8_t* addr, std::size_t pages);
+std::uint64_t rss_bytes();  // this process's resident set (/proc/self/statm)
 
 // The code word of a failed open (or "ok").
 std::string open_code(const std::string& path);

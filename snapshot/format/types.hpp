@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,10 +80,23 @@ struct GuestRange {
     friend bool operator==(const GuestRange&, const GuestRange&) = default;
 };
 
+// Where a MAP_PRIVATE mapping reads the pages its process has not written:
+// `fd` (not owned) from `offset` on (a VM restored copy-on-write from a
+// raw snapshot maps that snapshot's region so).
+struct MappedFile {
+    int fd = -1;
+    std::uint64_t offset = 0;
+};
+
 // One region of guest RAM: its guest physical start and its host memory.
+// With `file`, `host` is a MAP_PRIVATE mapping of it: the writer reads
+// only the pages the process wrote through the mapping and takes every
+// other page from the file (its holes as zero ranges, without a read), so
+// a save faults in none of the mapping (writer.hpp).
 struct MemoryRegionView {
     std::uint64_t guest_start = 0;
     std::span<std::uint8_t> host;
+    std::optional<MappedFile> file = std::nullopt;
 };
 
 struct SnapshotContents {

@@ -11,11 +11,13 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/unique_fd.hpp"
 #include "snapshot/format/io_queue.hpp"
 #include "snapshot/format/layout.hpp"
+#include "snapshot/format/private_pages.hpp"
 
 namespace sbx::snapshot {
 
@@ -121,6 +123,22 @@ Result<void> check_contents(const SnapshotContents& c, const WriteOptions& optio
                 "memory region {} at {:#x} is empty, unaligned, wraps or is out of order", i,
                 m.guest_start);
         }
+        if (m.file) {
+            struct stat st {};
+            if (m.file->fd < 0 || ::fstat(m.file->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                m.file->offset % kPageSize != 0) {
+                return format_error("invalid",
+                                    "memory region {} at {:#x}: its mapped file is not an open regular file "
+                                    "at a page-aligned offset",
+                                    i, m.guest_start);
+            }
+            const auto size = static_cast<std::uint64_t>(st.st_size);
+            if (m.file->offset > size || len > size - m.file->offset) {
+                return format_error("io",
+                                    "memory region {} at {:#x} maps bytes {}..{} of a file of {} (it shrank)",
+                                    i, m.guest_start, m.file->offset, m.file->offset + len, size);
+            }
+        }
         regions.push_back({m.guest_start, len, 0});
     }
     if (auto checked = layout::check_working_set(c.working_set, regions); !checked) {
@@ -140,13 +158,16 @@ struct Job {
 };
 
 struct Slot {
-    std::vector<std::uint8_t> buf;
+    std::vector<std::uint8_t> buf;       // a zstd frame
+    std::vector<std::uint8_t> gathered;  // a chunk of a mapped file's region, read without faulting
+    std::vector<bool> written;           // per page of that chunk: a private copy
+    bool from_gathered = false;          // the chunk's bytes are `gathered`, not guest memory
     ChunkKind kind = ChunkKind::Zero;
     std::uint32_t stored = 0;
     std::uint64_t checksum = 0;
     bool ready = false;
     bool done = false;  // its bytes are on their way to the file or need no write
-    std::string error;
+    std::optional<Error> error;
 };
 
 struct CctxFree {
@@ -158,8 +179,11 @@ struct CctxFree {
 // the writes; a slot is reused once its write completed.
 class MemoryWriter {
 public:
-    MemoryWriter(const SnapshotContents& c, const WriteOptions& o, IoQueue& io, unsigned threads)
-        : contents_(c), options_(o), io_(io), raw_(c.info.mode == MemoryMode::Raw) {
+    // `pagemap` is open when a region has a mapped file; without it such a
+    // region is read through its mapping like any other.
+    MemoryWriter(const SnapshotContents& c, const WriteOptions& o, IoQueue& io, unsigned threads,
+                 const std::optional<PageMap>& pagemap)
+        : contents_(c), options_(o), io_(io), raw_(c.info.mode == MemoryMode::Raw), pagemap_(pagemap) {
         const std::uint32_t chunk = c.info.chunk_size;
         for (std::size_t r = 0; r < c.memory.size(); ++r) {
             const std::uint64_t len = c.memory[r].host.size();
@@ -180,6 +204,7 @@ public:
 private:
     void worker();
     void process(const Job& job, Slot& slot, ZSTD_CCtx* cctx) const;
+    [[nodiscard]] Result<bool> gather_mapped(const Job& job, Slot& slot) const;
     void on_done(std::uint64_t tag);
     void release_finished();
     Result<void> wait_io() {
@@ -190,6 +215,7 @@ private:
     const WriteOptions& options_;
     IoQueue& io_;
     bool raw_;
+    const std::optional<PageMap>& pagemap_;
     std::vector<Job> jobs_;
     std::vector<Slot> slots_;
     std::size_t window_ = 8;
@@ -203,10 +229,62 @@ private:
     bool stop_ = false;
 };
 
+// A chunk of a MAP_PRIVATE file mapping, into slot.gathered without
+// touching a page the process has not written (on tmpfs a read fault on a
+// hole fills it, and any read fault maps a file page): those pages read
+// from the file, which is what the mapping shows for them, the written
+// ones from the mapping. False: nothing was written and the file's bytes
+// are a hole, so the chunk is zero without a read.
+Result<bool> MemoryWriter::gather_mapped(const Job& job, Slot& slot) const {
+    const auto& region = contents_.memory[job.region];
+    const std::uint8_t* host = region.host.data() + job.rel;
+    const std::size_t pages = job.length / kPageSize;  // regions and chunks are whole pages
+    if (auto r = pagemap_->private_copies(host, pages, slot.written); !r) {
+        return r.error();
+    }
+    const int fd = region.file->fd;
+    const std::uint64_t at = region.file->offset + job.rel;
+    if (std::find(slot.written.begin(), slot.written.end(), true) == slot.written.end()) {
+        auto hole = file_range_is_hole(fd, at, job.length);
+        if (!hole || *hole) {
+            return hole ? Result<bool>(false) : Result<bool>(hole.error());
+        }
+    }
+    slot.gathered.resize(job.length);
+    for (std::size_t page = 0; page < pages;) {
+        std::size_t end = page;
+        while (end < pages && slot.written[end] == slot.written[page]) {
+            ++end;
+        }
+        const std::uint64_t from = page * kPageSize, bytes = (end - page) * kPageSize;
+        if (slot.written[page]) {
+            std::memcpy(slot.gathered.data() + from, host + from, bytes);
+        } else if (auto r = read_file_range(fd, at + from, {slot.gathered.data() + from, bytes}); !r) {
+            return r.error();
+        }
+        page = end;
+    }
+    return true;
+}
+
 void MemoryWriter::process(const Job& job, Slot& slot, ZSTD_CCtx* cctx) const {
     auto data = std::span<const std::uint8_t>(contents_.memory[job.region].host).subspan(job.rel, job.length);
-    slot.error.clear();
+    slot.error.reset();
     slot.stored = job.length;
+    slot.from_gathered = false;
+    if (contents_.memory[job.region].file && pagemap_) {
+        auto gathered = gather_mapped(job, slot);
+        if (!gathered) {
+            slot.error = gathered.error();
+            return;
+        }
+        if (!*gathered) {
+            slot.kind = ChunkKind::Zero;
+            return;
+        }
+        slot.from_gathered = true;
+        data = slot.gathered;
+    }
     if (all_zero(data)) {
         slot.kind = ChunkKind::Zero;
         return;
@@ -217,7 +295,7 @@ void MemoryWriter::process(const Job& job, Slot& slot, ZSTD_CCtx* cctx) const {
         std::size_t n = ZSTD_compressCCtx(cctx, slot.buf.data(), slot.buf.size(), data.data(), data.size(),
                                           options_.zstd_level);
         if (ZSTD_isError(n) != 0U) {
-            slot.error = ZSTD_getErrorName(n);
+            slot.error = format_error("io", "zstd compression failed: {}", ZSTD_getErrorName(n));
             return;
         }
         if (n < data.size()) {
@@ -246,7 +324,7 @@ void MemoryWriter::worker() {
         }
         Slot& slot = slots_[i % window_];
         if (!raw_ && !cctx) {
-            slot.error = "cannot create a zstd context";
+            slot.error = format_error("io", "zstd compression failed: cannot create a zstd context");
         } else {
             process(jobs_[i], slot, cctx.get());
         }
@@ -320,8 +398,8 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
             std::unique_lock lock(mutex_);
             ready_cv_.wait(lock, [&] { return slot.ready; });
         }
-        if (!slot.error.empty()) {
-            return format_error("io", "zstd compression failed: {}", slot.error);
+        if (slot.error) {
+            return *slot.error;
         }
         const Job& job = jobs_[i];
         const auto& region = regions[job.region];
@@ -339,8 +417,9 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
             }
         } else {
             std::uint64_t offset = raw_ ? region.file_offset + job.rel : cursor;
-            const std::uint8_t* data = slot.kind == ChunkKind::Zstd
-                                           ? slot.buf.data()
+            const std::uint8_t* data = slot.kind == ChunkKind::Zstd ? slot.buf.data()
+                                       : slot.from_gathered
+                                           ? slot.gathered.data()
                                            : contents_.memory[job.region].host.data() + job.rel;
             if (!raw_) {
                 cursor += slot.stored;
@@ -351,8 +430,8 @@ Result<void> MemoryWriter::run(std::uint64_t start, std::vector<layout::RegionEn
                     return w;
                 }
             }
-            // Only a write from the slot's buffer holds the slot; one from guest memory does not.
-            written_later = slot.kind == ChunkKind::Zstd;
+            // Only a write from the slot's buffers holds the slot; one from guest memory does not.
+            written_later = slot.kind == ChunkKind::Zstd || slot.from_gathered;
             if (auto w = io_.write(written_later ? i : kOtherTag, data, slot.stored, offset); !w) {
                 return w;
             }
@@ -403,8 +482,15 @@ Result<WriteStats> write_snapshot(const std::string& path, const SnapshotContent
     const bool raw = contents.info.mode == MemoryMode::Raw;
     WriteStats stats;
     std::uint64_t end = 0;
+    std::optional<PageMap> pagemap;
+    const auto has_file = [](const MemoryRegionView& m) { return m.file.has_value(); };
+    if (std::any_of(contents.memory.begin(), contents.memory.end(), has_file)) {
+        if (auto opened = PageMap::open(); opened) {
+            pagemap.emplace(std::move(*opened));
+        }
+    }
     {
-        MemoryWriter memory(contents, options, io, threads);
+        MemoryWriter memory(contents, options, io, threads, pagemap);
         auto written = memory.run(raw ? align_up(cursor, kPageSize) : cursor, trailer.regions, trailer.chunks,
                                   end, stats.zero_bytes);
         if (!written) {

@@ -13,8 +13,14 @@
 
 namespace sbx::snapshot {
 
+// A region with a `file` (MemoryRegionView) is a MAP_PRIVATE mapping of
+// it: the pages the process wrote (pagemap) are read through the mapping,
+// every other page from the file, and a chunk with no written page over a
+// hole of the file is a zero range read from nowhere. So saving a VM
+// restored copy-on-write faults in none of the pages it never touched.
 // Errors: `invalid:` for bad contents or options (nothing is created),
-// `io:` for system errors (the temporary file is removed).
+// `io:` for system errors (the temporary file is removed), among them a
+// mapped file that no longer holds its region.
 Result<WriteStats> write_snapshot(const std::string& path, const SnapshotContents& contents,
                                   const WriteOptions& options = {});
 

@@ -1,5 +1,7 @@
 #include "vmm/memory/guest_memory.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 namespace sbx {
@@ -9,7 +11,28 @@ constexpr std::uint64_t kPageSize = 4096;
 }
 
 Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs) {
-    return create(specs, [](const MemoryRegionSpec& spec, std::size_t) { return MmapRegion::guest_ram(spec.size); });
+    return create(specs, [](const MemoryRegionSpec& spec, std::size_t) {
+        return unbacked(MmapRegion::guest_ram(spec.size));
+    });
+}
+
+Result<GuestMemory::MappedRegion> GuestMemory::unbacked(Result<MmapRegion> mapping) {
+    if (!mapping) {
+        return mapping.error();
+    }
+    return MappedRegion{std::move(*mapping)};
+}
+
+Result<GuestMemory::MappedRegion> GuestMemory::private_file(Result<MmapRegion> mapping, int fd,
+                                                            std::uint64_t offset) {
+    if (!mapping) {
+        return mapping.error();
+    }
+    UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (!dup) {
+        return sys_error("cannot duplicate the descriptor of the file guest memory maps");
+    }
+    return MappedRegion{std::move(*mapping), MappedFile{std::move(dup), offset}};
 }
 
 Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs, const MapRegion& map_region) {
@@ -34,11 +57,11 @@ Result<GuestMemory> GuestMemory::create(std::span<const MemoryRegionSpec> specs,
         if (!mapping) {
             return mapping.error().context("guest memory");
         }
-        if (mapping->size() != spec.size) {
+        if (mapping->mapping.size() != spec.size) {
             return make_error("guest memory: region at {:#x} mapped {} bytes, not {}", spec.start.value,
-                              mapping->size(), spec.size);
+                              mapping->mapping.size(), spec.size);
         }
-        regions.push_back(Region{spec.start, std::move(*mapping)});
+        regions.push_back(Region{spec.start, std::move(mapping->mapping), std::move(mapping->file)});
         previous_end = end.value;
     }
     if (regions.empty()) {

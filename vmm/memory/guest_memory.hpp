@@ -11,6 +11,7 @@
 
 #include "base/mmap_region.hpp"
 #include "base/result.hpp"
+#include "base/unique_fd.hpp"
 
 namespace sbx {
 
@@ -42,9 +43,27 @@ struct MemoryRegionSpec {
 
 class GuestMemory {
 public:
+    // The file a region maps MAP_PRIVATE (a raw snapshot, in a restore that
+    // shares it copy-on-write): the pages the VMM has not written still
+    // read its bytes from `offset` on, so a snapshot of this memory can take
+    // them from the file instead of faulting them in (snapshot/format/writer.hpp).
+    // Anonymous memory has none: `fd` is not valid.
+    struct MappedFile {
+        UniqueFd fd;  // a duplicate of the descriptor that was mapped
+        std::uint64_t offset = 0;
+    };
+
+    // What MapRegion makes for a region: its mapping and, if it is a
+    // private mapping of a file, that file.
+    struct MappedRegion {
+        MmapRegion mapping;
+        MappedFile file{};
+    };
+
     struct Region {
         GuestAddress start;
         MmapRegion mapping;
+        MappedFile file{};
 
         [[nodiscard]] std::uint64_t size() const { return mapping.size(); }
         [[nodiscard]] std::uint64_t end() const { return start.value + mapping.size(); }
@@ -56,7 +75,11 @@ public:
     // The same checks, with each region's mapping made by `map_region`
     // (called in address order with the region's index): a restore maps a
     // snapshot file copy-on-write instead of anonymous memory.
-    using MapRegion = std::function<Result<MmapRegion>(const MemoryRegionSpec& spec, std::size_t index)>;
+    using MapRegion = std::function<Result<MappedRegion>(const MemoryRegionSpec& spec, std::size_t index)>;
+    // A MapRegion result for memory with no file behind it (anonymous).
+    static Result<MappedRegion> unbacked(Result<MmapRegion> mapping);
+    // One for a MAP_PRIVATE mapping of `fd` at `offset`: keeps a duplicate of fd.
+    static Result<MappedRegion> private_file(Result<MmapRegion> mapping, int fd, std::uint64_t offset);
     static Result<GuestMemory> create(std::span<const MemoryRegionSpec> specs, const MapRegion& map_region);
 
     [[nodiscard]] const std::vector<Region>& regions() const { return regions_; }

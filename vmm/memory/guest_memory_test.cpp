@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <cstdio>
+#include <cstring>
 
 #include "vmm/memory/guest_memory.hpp"
 
@@ -89,14 +93,42 @@ TEST_CASE("a custom mapper backs each region and must map its exact size") {
         if (region) {
             region->data()[0] = static_cast<std::uint8_t>(0xa0 + index);
         }
-        return region;
+        return GuestMemory::unbacked(std::move(region));
     });
     REQUIRE(mem);
     CHECK(seen == std::vector<std::size_t>{0, 1});  // in address order
     CHECK(*mem->read_obj<std::uint8_t>(GuestAddress(0)) == 0xa0);
     CHECK(*mem->read_obj<std::uint8_t>(GuestAddress(0x100000)) == 0xa1);
     auto wrong = GuestMemory::create(specs, [](const MemoryRegionSpec&, std::size_t) {
-        return MmapRegion::anonymous(0x3000);
+        return GuestMemory::unbacked(MmapRegion::anonymous(0x3000));
     });
     CHECK_FALSE(wrong);
+}
+
+TEST_CASE("a region mapped privately from a file keeps that file; anonymous ones have none") {
+    std::array spec{MemoryRegionSpec{GuestAddress(0), 0x2000}};
+    CHECK_FALSE(GuestMemory::create(spec)->regions()[0].file.fd);
+
+    FILE* file = std::tmpfile();
+    REQUIRE(file != nullptr);
+    const int fd = ::fileno(file);
+    REQUIRE(::ftruncate(fd, 0x3000) == 0);
+    REQUIRE(::pwrite(fd, "template", 8, 0x1000) == 8);
+    auto mem = GuestMemory::create(spec, [fd](const MemoryRegionSpec& s, std::size_t) {
+        return GuestMemory::private_file(MmapRegion::private_copy(fd, s.size, 0x1000), fd, 0x1000);
+    });
+    std::fclose(file);  // the region holds a descriptor of its own
+    REQUIRE(mem);
+    const auto& region = mem->regions()[0];
+    REQUIRE(region.file.fd);
+    CHECK(region.file.offset == 0x1000);
+    char bytes[8] = {};
+    CHECK(::pread(region.file.fd.get(), bytes, 8, 0x1000) == 8);
+    CHECK(std::memcmp(bytes, "template", 8) == 0);
+    CHECK(std::memcmp(region.mapping.data(), "template", 8) == 0);
+
+    auto failed = GuestMemory::create(spec, [](const MemoryRegionSpec& s, std::size_t) {
+        return GuestMemory::private_file(MmapRegion::private_copy(-1, s.size, 0), -1, 0);
+    });
+    CHECK_FALSE(failed);
 }
