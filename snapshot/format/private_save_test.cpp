@@ -139,7 +139,8 @@ TEST_CASE("a save reads none of a private mapping's pages the process did not wr
         CHECK(m.after.present == m.before.present);
         CHECK(m.after.private_copies == memory.written_pages.size() + 1);
         CHECK(m.template_after == m.template_before);
-        CHECK(m.rss_after < m.rss_before + (4 << 20));
+        CHECK(m.rss_after <
+              m.rss_before + (32 << 20));  // buffers (more under ASan); the fault-in was the mapping's size
         // (a) the new file holds the data and the chunks with written pages; the rest are zero ranges
         const std::uint64_t written_chunks = 3 * kDefaultChunkSize;  // one page of data was written too
         CHECK(m.stats->zero_bytes == kRegion - kData - written_chunks);
