@@ -38,7 +38,8 @@ std::string form_decode(std::string_view text) {
         char c = text[i];
         if (c == '+') {
             out.push_back(' ');
-        } else if (c == '%' && i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 && hex_digit(text[i + 2]) >= 0) {
+        } else if (c == '%' && i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 &&
+                   hex_digit(text[i + 2]) >= 0) {
             out.push_back(static_cast<char>(hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2])));
             i += 2;
         } else {
@@ -76,7 +77,8 @@ std::vector<CookiePair> cookie_pairs(std::string_view header) {
         }
         auto equals = pair.find('=');
         std::string_view name = trim(pair.substr(0, equals));
-        std::string_view value = equals == std::string_view::npos ? std::string_view{} : trim(pair.substr(equals + 1));
+        std::string_view value =
+            equals == std::string_view::npos ? std::string_view{} : trim(pair.substr(equals + 1));
         if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
             value = value.substr(1, value.size() - 2);  // RFC 6265 §4.1.1: DQUOTE *cookie-octet DQUOTE
         }
@@ -119,7 +121,8 @@ std::optional<QueryToken> take_query_token(std::string_view target) {
         auto equals = param.find('=');
         if (param.substr(0, equals) == kTokenParameter) {
             if (!token) {
-                token = form_decode(equals == std::string_view::npos ? std::string_view{} : param.substr(equals + 1));
+                token = form_decode(equals == std::string_view::npos ? std::string_view{}
+                                                                     : param.substr(equals + 1));
             }
         } else if (!param.empty()) {
             kept += kept.empty() ? "" : "&";

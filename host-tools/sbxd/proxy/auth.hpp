@@ -19,7 +19,7 @@ inline constexpr std::string_view kAuthHeader = "X-Sbx-Auth";
 inline constexpr std::string_view kTokenParameter = "_token";
 
 struct QueryToken {
-    std::string token;  // the first `_token`'s value, percent-decoded
+    std::string token;           // the first `_token`'s value, percent-decoded
     std::string target_without;  // the request target with every `_token` parameter removed
 };
 

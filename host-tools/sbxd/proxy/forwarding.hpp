@@ -19,6 +19,7 @@ void strip_hop_by_hop(boost::beast::http::fields& headers);
 
 // Appends client_ip to X-Forwarded-For (joining several such fields into
 // one), and sets X-Forwarded-Proto: https and X-Forwarded-Host: host.
-void add_forwarded_fields(boost::beast::http::fields& headers, std::string_view client_ip, std::string_view host);
+void add_forwarded_fields(boost::beast::http::fields& headers, std::string_view client_ip,
+                          std::string_view host);
 
 }  // namespace sbx::sbxd::proxy

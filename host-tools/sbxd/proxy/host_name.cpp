@@ -9,9 +9,13 @@ namespace {
 
 constexpr std::size_t kMaxLabel = 63;
 
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
-bool is_label_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+bool is_label_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
 
 // One lower-case label: [a-z0-9] with inner '-'.
 bool is_label(std::string_view label) {
@@ -57,7 +61,8 @@ std::optional<HostedName> parse_hosted_name(std::string_view host, std::string_v
     }
     std::string name = to_lower(host);
     std::string suffix = "." + to_lower(domain);
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
         return std::nullopt;
     }
     std::string_view label = std::string_view(name).substr(0, name.size() - suffix.size());

@@ -26,11 +26,11 @@ TEST_CASE("hosted names split at the first label's last hyphen") {
 }
 
 TEST_CASE("names that are not hosted ports") {
-    for (const char* host : {"sbx.localhost", "app.sbx.localhost", "app-0.sbx.localhost", "app-65536.sbx.localhost",
-                             "app-080.sbx.localhost", "-80.sbx.localhost", "a.b-80.sbx.localhost",
-                             "app-80.other.localhost", "app-80.xsbx.localhost", "app_x-80.sbx.localhost",
-                             "app--80.sbx.localhost", "app-80.sbx.localhost:", "app-80.sbx.localhost:x1",
-                             "app-80.sbx.localhost.", "app-8o.sbx.localhost", ""}) {
+    for (const char* host :
+         {"sbx.localhost", "app.sbx.localhost", "app-0.sbx.localhost", "app-65536.sbx.localhost",
+          "app-080.sbx.localhost", "-80.sbx.localhost", "a.b-80.sbx.localhost", "app-80.other.localhost",
+          "app-80.xsbx.localhost", "app_x-80.sbx.localhost", "app--80.sbx.localhost", "app-80.sbx.localhost:",
+          "app-80.sbx.localhost:x1", "app-80.sbx.localhost.", "app-8o.sbx.localhost", ""}) {
         CAPTURE(host);
         CHECK_FALSE(parse_hosted_name(host, "sbx.localhost").has_value());
     }

@@ -20,7 +20,8 @@ int select_http11(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen
                   unsigned int inlen, void* /*arg*/) {
     static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
     unsigned char* selected = nullptr;
-    if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof kHttp11, in, inlen) != OPENSSL_NPN_NEGOTIATED) {
+    if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof kHttp11, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED) {
         return SSL_TLSEXT_ERR_NOACK;
     }
     *out = selected;
