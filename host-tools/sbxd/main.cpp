@@ -30,6 +30,8 @@
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
 #include "host-tools/sbxd/http/server.hpp"
+#include "host-tools/sbxd/daemon/hosted_backend.hpp"
+#include "host-tools/sbxd/daemon/hosting.hpp"
 #include "host-tools/sbxd/net/host_network.hpp"
 #include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
@@ -67,6 +69,8 @@ struct Options {
     std::string uplink;
     std::vector<std::string> dns_upstreams;
     std::vector<std::string> dns_rebind_ok;  // test-only
+    // Hosted ports (docs/sbxd.md, "Hosted ports").
+    HostingOptions hosting;
     std::string key_name = "default";
     std::string key_sandbox;
     std::string key_id;
@@ -273,6 +277,15 @@ int serve(Store& store, const Options& options) {
         info.net_pool = network->pool();
         log::info("sandbox network {} out of {}", options.net_pool, network->uplink());
     }
+    auto hosting = plan_hosting(options.hosting, config.state_dir);
+    if (!hosting) {
+        log::error("hosted ports: {} (--proxy-listen off serves none)", hosting.error().to_string());
+        return kExitStartFailed;
+    }
+    if (*hosting) {
+        info.proxy = (*hosting)->info;
+        info.ca_pem = (*hosting)->ca_pem;
+    }
     VmmDriver driver(store, config);
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
@@ -308,6 +321,18 @@ int serve(Store& store, const Options& options) {
     http::Server server(
         io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
         http::ServerLimits{}, [&service](const http::Request& request) { return service.streams_body(request); });
+    std::optional<proxy::Proxy> proxy;
+    if (*hosting) {
+        auto backend = std::make_shared<HostedBackend>(store, service.guest(), info.net_pool, &lifecycle);
+        auto started = start_hosting(io, **hosting, std::move(backend));
+        if (!started) {
+            log::error("hosted ports: {} (--proxy-listen off serves none)", started.error().to_string());
+            return kExitStartFailed;
+        }
+        proxy = std::move(*started);
+        log::info("hosted ports at https://<subdomain>-<port>.{}:{} ({} certificate)", info.proxy->domain,
+                  info.proxy->url_port, info.ca_pem.empty() ? "the operator's" : "sbxd's own CA's");
+    }
     const SocketAccess access = unix_socket_access(options.socket_group);
     for (const auto& address : addresses) {
         if (address.transport == http::Transport::Unix) {
@@ -341,6 +366,9 @@ int serve(Store& store, const Options& options) {
             log::info("signal {}: stopping", signal);
         }
         server.close();
+        if (proxy) {
+            proxy->close();
+        }
         io.stop();
     });
     asio::steady_timer prune_timer(io);
@@ -416,6 +444,17 @@ int main(int argc, char** argv) {
     app.add_option("--dns-rebind-ok", options.dns_rebind_ok,
                    "test-only: a domain whose answers skip the DNS rebinding check (the test internet's "
                    "addresses are documentation ranges, which the check refuses); repeatable");
+    app.add_option("--proxy-listen", options.hosting.listen,
+                   "where hosted ports are served over HTTPS: tcp:HOST:PORT, or off")
+        ->capture_default_str();
+    app.add_option("--proxy-domain", options.hosting.domain,
+                   "hosted ports are https://<subdomain>-<port>.DOMAIN (*.localhost resolves to loopback)")
+        ->capture_default_str();
+    app.add_option("--proxy-cert", options.hosting.cert_path,
+                   "the proxy's certificate chain (PEM, for *.DOMAIN); default: one from sbxd's own CA");
+    app.add_option("--proxy-key", options.hosting.key_path, "the key of --proxy-cert (PEM)");
+    app.add_option("--proxy-url-port", options.hosting.url_port,
+                   "the port hosted URLs name, when it is not --proxy-listen's (a port forward in front)");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

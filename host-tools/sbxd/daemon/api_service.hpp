@@ -56,6 +56,9 @@ public:
                LifecycleScheduler* lifecycle = nullptr);
 
     [[nodiscard]] http::Response handle(http::Request request) const;
+    // The guest routes' wake-and-lease, for sbxd's other ways into a
+    // sandbox (the hosted-port proxy, hosted_backend.hpp).
+    [[nodiscard]] const GuestRoutes& guest() const { return guest_; }
     // The server's BodyPolicy: file uploads stream their bodies.
     [[nodiscard]] bool streams_body(const http::Request& request) const { return router_.streams_body(request); }
 

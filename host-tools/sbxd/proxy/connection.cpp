@@ -110,6 +110,7 @@ struct UpstreamLink {
     std::string sandbox_id;
     std::uint16_t port = 0;
     unsigned served = 0;  // requests answered on it
+    std::shared_ptr<void> hold{};  // Upstream::hold, released with the link
 };
 
 // The stream for a connected socket from Backend::connect.
@@ -129,7 +130,7 @@ Result<std::unique_ptr<UpstreamLink>> adopt_upstream(const asio::any_io_executor
     }
     upstream.fd.release();
     auto link = std::make_unique<UpstreamLink>(
-        UpstreamLink{UpstreamStream(std::move(socket)), {}, target.sandbox_id, target.port, 0});
+        UpstreamLink{UpstreamStream(std::move(socket)), {}, target.sandbox_id, target.port, 0, std::move(upstream.hold)});
     if (!upstream.received.empty()) {
         auto space = link->buffer.prepare(upstream.received.size());
         asio::buffer_copy(space, asio::buffer(upstream.received));

@@ -33,6 +33,9 @@ struct Target {
 struct Upstream {
     UniqueFd fd;
     std::vector<std::uint8_t> received;
+    // Kept as long as the connection to the app: what the backend must
+    // hold while it lives (sbxd: the sandbox's activity lease).
+    std::shared_ptr<void> hold{};
 };
 
 // Called on threads the proxy owns for blocking work, never on the

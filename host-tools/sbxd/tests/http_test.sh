@@ -162,7 +162,7 @@ req tcp_revoked -H "Authorization: Bearer $key" "$tcp/v1/health"
 error_is tcp_revoked 401 unauthorized
 
 # A second sbxd cannot take a live socket.
-if "$sbxd" --network off --state-dir "$tmp/other" --listen "unix:$sock" 2>"$tmp/second.log"; then
+if "$sbxd" --network off --proxy-listen off --state-dir "$tmp/other" --listen "unix:$sock" 2>"$tmp/second.log"; then
     fail "a second sbxd started on a live socket"
 fi
 grep -q 'in use' "$tmp/second.log" || fail "second sbxd: $(cat "$tmp/second.log")"

@@ -30,8 +30,9 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 start_sbxd() {
     local sbxd=$1 log=$2
     shift 2
-    # --network off: a unit test never touches the host's own network
-    "$sbxd" --network off "$@" 2>"$log" &
+    # --network off: a unit test never touches the host's own network;
+    # --proxy-listen off: nor its port 8443, which tests run side by side would share
+    "$sbxd" --network off --proxy-listen off "$@" 2>"$log" &
     pid=$!
     for _ in $(seq 100); do
         if grep -q 'listening on tcp:' "$log"; then break; fi
