@@ -99,6 +99,16 @@ rootfs_configure() {
     ln -sfn /etc/systemd/system/sbx-agent.service \
         "$root/etc/systemd/system/sysinit.target.wants/sbx-agent.service"
 
+    # sshd (images/README.md, "sshd"): enabled for multi-user.target, and
+    # no host keys in the image: the packages' postinst made some, and
+    # every copy of the image would share them. ssh.service's drop-in
+    # makes them at the first boot.
+    [[ -e $root/lib/systemd/system/ssh.service ]] || die "rootfs: no ssh.service (openssh-server in rootfs/packages?)"
+    mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+    ln -sfn /lib/systemd/system/ssh.service "$root/etc/systemd/system/multi-user.target.wants/ssh.service"
+    ln -sfn /lib/systemd/system/ssh.service "$root/etc/systemd/system/sshd.service"
+    rm -f "$root"/etc/ssh/ssh_host_*
+
     for unit in "${ROOTFS_MASK[@]}"; do
         [[ -e $root/lib/systemd/system/$unit ]] || die "rootfs: no unit $unit to mask (package list changed?)"
         ln -sfn /dev/null "$root/etc/systemd/system/$unit"
