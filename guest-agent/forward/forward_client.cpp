@@ -219,13 +219,9 @@ Result<ReverseForwarder> ReverseForwarder::start(AgentEndpoint endpoint, std::st
     return ReverseForwarder(std::move(state));
 }
 
-Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string_view guest_host,
-                                      std::uint16_t guest_port, std::uint32_t vsock_port) {
-    auto control = AgentClient::connect(endpoint);
-    if (!control) {
-        return control.error();
-    }
-    auto reply = control->call("listen_tcp", Json{{"host", guest_host}, {"port", guest_port}, {"host_port", vsock_port}});
+Result<std::uint16_t> listen_in_guest(AgentClient& control, std::string_view guest_host, std::uint16_t guest_port,
+                                      std::uint32_t vsock_port) {
+    auto reply = control.call("listen_tcp", Json{{"host", guest_host}, {"port", guest_port}, {"host_port", vsock_port}});
     if (!reply) {
         return reply.error();
     }
@@ -233,7 +229,20 @@ Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string
     if (reply_type(*reply) != "result" || !port || *port == 0) {
         return make_error("unexpected reply to listen_tcp");
     }
-    return GuestListener{std::move(*control), static_cast<std::uint16_t>(*port)};
+    return static_cast<std::uint16_t>(*port);
+}
+
+Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string_view guest_host,
+                                      std::uint16_t guest_port, std::uint32_t vsock_port) {
+    auto control = AgentClient::connect(endpoint);
+    if (!control) {
+        return control.error();
+    }
+    auto port = listen_in_guest(*control, guest_host, guest_port, vsock_port);
+    if (!port) {
+        return port.error();
+    }
+    return GuestListener{std::move(*control), *port};
 }
 
 ReverseForwarder::ReverseForwarder(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -72,6 +72,10 @@ struct GuestListener {
 };
 [[nodiscard]] Result<GuestListener> listen_in_guest(const AgentEndpoint& endpoint, std::string_view guest_host,
                                                     std::uint16_t guest_port, std::uint32_t vsock_port);
+// The same on a connection the caller opened (and keeps open as the
+// listener's life): the port the guest listener is bound to.
+[[nodiscard]] Result<std::uint16_t> listen_in_guest(AgentClient& control, std::string_view guest_host,
+                                                    std::uint16_t guest_port, std::uint32_t vsock_port);
 
 // Makes a host TCP service reachable inside the guest: the agent listens
 // at a guest address (listen_tcp) for as long as this object keeps its

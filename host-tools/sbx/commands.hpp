@@ -47,6 +47,7 @@ private:
 struct NewCommand {
     CreateOptions create;
     std::string idempotency_key;
+    bool no_ssh = false;  // --no-ssh: do not authorize sbx's ssh key in the new sandbox
 };
 int run_new(const Context& ctx, const NewCommand& command);
 int run_ls(const Context& ctx, const std::vector<std::string>& labels,
@@ -113,5 +114,27 @@ struct LogsCommand {
     bool json = false;                  // --json given: JSON lines, not the raw bytes
 };
 int run_logs(const Context& ctx, const LogsCommand& command);
+
+// commands_forward.cpp: TCP over sbxd's WebSockets (docs/api.md, "TCP over a WebSocket").
+struct ForwardCommand {
+    std::string id;
+    std::string ports;     // LOCAL:REMOTE, or with --reverse REMOTE:LOCAL
+    bool reverse = false;  // a host service (127.0.0.1:LOCAL) reachable in the guest at REMOTE
+};
+int run_forward(const Context& ctx, const ForwardCommand& command);
+struct SshProxyCommand {
+    std::string host;         // ID or ID.sbx (ssh's %h)
+    std::uint16_t port = 22;  // --port
+    bool authorize = true;    // --no-authorize: do not make sure sbx's key is in the guest first
+};
+int run_ssh_proxy(const Context& ctx, const SshProxyCommand& command);
+
+// commands_ssh.cpp
+// sbx's ssh key (made on first use) in the guest's /root/.ssh/authorized_keys, once.
+[[nodiscard]] Result<void> authorize_ssh_key(const Context& ctx, const std::string& id);
+// Execs ssh with a ProxyCommand through `sbx ssh-proxy`.
+int run_ssh(const Context& ctx, const std::string& id, const std::vector<std::string>& command);
+// Prints the Host *.sbx stanza, or (install) appends it to ~/.ssh/config once.
+int run_ssh_config(const Context& ctx, bool install);
 
 }  // namespace sbx::cli

@@ -69,6 +69,17 @@ int run_new(const Context& ctx, const NewCommand& command) {
     print_warnings(ctx, reply.body());
     const Json sandbox = reply.body().value("sandbox", Json::object());
     std::int64_t ms = elapsed_ms(start);
+    // So that `sbx ssh ID` works from the start (sbx ssh-proxy would do it
+    // too); before the ready line, which scripts take as the last.
+    if (!command.no_ssh) {
+        if (auto authorized = authorize_ssh_key(ctx, sandbox.value("id", "")); !authorized) {
+            if (ctx.out.json()) {
+                ctx.out.event({{"type", "warning"}, {"message", authorized.error().to_string()}});
+            } else {
+                ctx.out.note("warning: " + authorized.error().to_string());
+            }
+        }
+    }
     // From a named snapshot sbxd says whether its memory was restored.
     const Json& b = reply.body();
     const bool from_snapshot = b.contains("memoryRestored");

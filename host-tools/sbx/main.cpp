@@ -1,7 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
-//   sbx new | ls | info | exec | scp | logs | stop | resume | ttl | idle | fork | snapshot | rm |
-//   history | events | host | unhost | ca
+//   sbx new | ls | info | exec | scp | logs | forward | ssh | ssh-proxy | ssh-config | stop | resume |
+//   ttl | idle | fork | snapshot | rm | history | events | host | unhost | ca
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -44,6 +44,10 @@ struct Flags {
     LogsCommand logs;
     std::string tail;  // logs --tail BYTES
     HostCommand host;
+    ForwardCommand forward;
+    SshProxyCommand ssh_proxy;
+    bool install = false;       // ssh-config --install
+    bool no_authorize = false;  // ssh-proxy --no-authorize
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
     create->add_flag("--cold", c.cold, "boot cold: no warm template, no memory of a snapshot");
     create->add_option("--idempotency-key", f.create.idempotency_key,
                        "the same key and flags give the same sandbox");
+    create->add_flag("--no-ssh", f.create.no_ssh, "do not authorize sbx's ssh key in it");
 
     auto* ls = app.add_subcommand("ls", "list sandboxes");
     add_labels(ls, f, "only sandboxes with this label (repeatable)");
@@ -127,6 +132,26 @@ int main(int argc, char** argv) {
     auto* logs_tail =
         logs->add_option("--tail", f.tail, "only the last BYTES bytes (64K, 1M)")->type_name("BYTES");
     logs->add_flag("-f,--follow", f.logs.follow, "keep printing as it grows, until it stops or goes");
+
+    auto* forward = app.add_subcommand(
+        "forward", "carry TCP: forward ID LOCAL:REMOTE (host 127.0.0.1:LOCAL -> guest REMOTE), "
+                   "forward --reverse ID REMOTE:LOCAL (guest REMOTE -> host 127.0.0.1:LOCAL); until Ctrl-C");
+    forward->add_option("id", f.forward.id, "sandbox id")->required();
+    forward->add_option("ports", f.forward.ports, "LOCAL:REMOTE (or PORT for both); 0 as the first: any free one")
+        ->required()
+        ->type_name("A:B");
+    forward->add_flag("-R,--reverse", f.forward.reverse, "a host service made reachable in the guest");
+
+    auto* ssh = app.add_subcommand("ssh", "ssh into a sandbox as root: sbx ssh ID [-- CMD...]");
+    ssh->add_option("id", f.id, "sandbox id (or ID.sbx)")->required();
+
+    auto* ssh_proxy = app.add_subcommand("ssh-proxy", "stdin/stdout to the guest's port 22 (ssh's ProxyCommand)");
+    ssh_proxy->add_option("host", f.ssh_proxy.host, "sandbox id, or ID.sbx (ssh's %h)")->required();
+    ssh_proxy->add_option("--port", f.ssh_proxy.port, "another guest port (default 22)")->type_name("N");
+    ssh_proxy->add_flag("--no-authorize", f.no_authorize, "do not make sure sbx's key is authorized first");
+
+    auto* ssh_config = app.add_subcommand("ssh-config", "print (--install: add to ~/.ssh/config) a Host *.sbx stanza");
+    ssh_config->add_flag("--install", f.install, "append it to ~/.ssh/config, once");
 
     auto* stop = app.add_subcommand("stop", "stop a sandbox (with its memory unless --disk-only)");
     stop->add_option("id", f.id, "sandbox id")->required();
@@ -222,9 +247,10 @@ int main(int argc, char** argv) {
         }
         f.logs.tail = *bytes;
     }
-    if (!after_dashes.empty() && !*exec) {
-        return out.fail(make_coded_error("usage", "only exec takes -- CMD..."));
+    if (!after_dashes.empty() && !*exec && !*ssh) {
+        return out.fail(make_coded_error("usage", "only exec and ssh take -- CMD..."));
     }
+    f.ssh_proxy.authorize = !f.no_authorize;
     e.exec.command.insert(e.exec.command.end(), after_dashes.begin(), after_dashes.end());
 
     auto host = parse_host_address(env_or("SBX_HOST", kDefaultHost));
@@ -245,6 +271,14 @@ int main(int argc, char** argv) {
         return run_scp(ctx, f.from, f.to, f.recursive);
     if (*logs)
         return run_logs(ctx, f.logs);
+    if (*forward)
+        return run_forward(ctx, f.forward);
+    if (*ssh)
+        return run_ssh(ctx, f.id, after_dashes);
+    if (*ssh_proxy)
+        return run_ssh_proxy(ctx, f.ssh_proxy);
+    if (*ssh_config)
+        return run_ssh_config(ctx, f.install);
     if (*stop)
         return run_stop(ctx, f.id, f.disk_only);
     if (*resume)

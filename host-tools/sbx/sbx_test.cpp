@@ -1,12 +1,19 @@
 // The pure parts of sbx: flags -> request bodies and targets, SBX_HOST,
-// the NDJSON and SSE decoders, base64, error events and tables.
+// the NDJSON and SSE decoders, base64, error events and tables, forward's
+// ports and targets, the ssh setup.
 #include <doctest/doctest.h>
 
 #include "host-tools/sbx/api_requests.hpp"
 #include "host-tools/sbx/http_client.hpp"
 #include "host-tools/sbx/output.hpp"
 #include "host-tools/sbx/stream_decoders.hpp"
+#include "host-tools/sbx/ssh_setup.hpp"
+#include "host-tools/sbx/tcp_bridge.hpp"
 #include "host-tools/sbx/ws_client.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 using namespace sbx;
 using namespace sbx::cli;
@@ -346,4 +353,91 @@ TEST_CASE("exec's WebSocket messages") {
     CHECK(err->bytes.empty());
     CHECK_FALSE(decode_ws_output("").has_value());
     CHECK(decode_ws_output("\3x").error().code == "bad_response");
+}
+
+TEST_CASE("forward: LOCAL:REMOTE and the TCP targets") {
+    auto both = parse_port_pair("8080:80", true);
+    REQUIRE(both);
+    CHECK(both->first == 8080);
+    CHECK(both->second == 80);
+    auto same = parse_port_pair("5432", false);
+    REQUIRE(same);
+    CHECK((same->first == 5432 && same->second == 5432));
+    auto any = parse_port_pair("0:22", true);
+    REQUIRE(any);
+    CHECK(any->first == 0);
+    CHECK_FALSE(parse_port_pair("0:22", false));
+    CHECK_FALSE(parse_port_pair("22:0", true));
+    for (const char* bad : {"", ":", "80:", ":80", "65536:1", "a:b", "1:2:3", "-1:80", "80 :81"}) {
+        auto r = parse_port_pair(bad, true);
+        CHECK_MESSAGE(!r, bad);
+        if (!r) {
+            CHECK(r.error().code == "usage");
+        }
+    }
+    CHECK(tcp_ws_target("sbx_1", 22) == "/v1/sandboxes/sbx_1/tcp/ws?port=22");
+    CHECK(tcp_listen_target("sbx_1", 0) == "/v1/sandboxes/sbx_1/tcp/listen/ws?port=0");
+    CHECK(tcp_accept_target("sbx_1", "c0a1") == "/v1/sandboxes/sbx_1/tcp/accept/ws?connection=c0a1");
+    CHECK(tcp_ws_target("a b", 1) == "/v1/sandboxes/a%20b/tcp/ws?port=1");
+}
+
+TEST_CASE("ssh: config folder, host names, quoting, the stanza") {
+    CHECK(*sbx_config_dir("/x/cfg", "/home/u") == "/x/cfg/sandboxer");
+    CHECK(*sbx_config_dir(nullptr, "/home/u") == "/home/u/.config/sandboxer");
+    CHECK(*sbx_config_dir("relative", "/home/u") == "/home/u/.config/sandboxer");  // XDG: absolute only
+    CHECK_FALSE(sbx_config_dir(nullptr, nullptr));
+    auto paths = ssh_paths("/home/u/.config/sandboxer");
+    CHECK(paths.key == "/home/u/.config/sandboxer/ssh/id_ed25519");
+    CHECK(paths.known_hosts == "/home/u/.config/sandboxer/ssh/known_hosts");
+
+    CHECK(strip_sbx_suffix("sbx_1.sbx") == "sbx_1");
+    CHECK(strip_sbx_suffix("sbx_1") == "sbx_1");
+    CHECK(strip_sbx_suffix(".sbx") == ".sbx");
+    CHECK(strip_sbx_suffix("a.sbx.sbx") == "a.sbx");
+
+    CHECK(shell_quote("/usr/bin/sbx") == "/usr/bin/sbx");
+    CHECK(shell_quote("/opt/my tools/sbx") == "'/opt/my tools/sbx'");
+    CHECK(shell_quote("it's") == "'it'\\''s'");
+    CHECK(shell_quote("") == "''");
+
+    std::string stanza = ssh_config_stanza("/usr/bin/sbx", paths);
+    CHECK(stanza.find("\nHost *.sbx\n") != std::string::npos);
+    CHECK(stanza.find("    ProxyCommand /usr/bin/sbx ssh-proxy %h\n") != std::string::npos);
+    CHECK(stanza.find("    User root\n") != std::string::npos);
+    CHECK(stanza.find("    IdentityFile /home/u/.config/sandboxer/ssh/id_ed25519\n") != std::string::npos);
+    CHECK(stanza.find("    UserKnownHostsFile /home/u/.config/sandboxer/ssh/known_hosts\n") != std::string::npos);
+    CHECK(ssh_config_stanza("/usr/bin/sbx", ssh_paths("/home/a b")).find("IdentityFile \"/home/a b/ssh/id_ed25519\"") !=
+          std::string::npos);
+}
+
+TEST_CASE("ssh: the stanza is appended to ~/.ssh/config once") {
+    char dir_template[] = "/tmp/sbx-ssh-config-XXXXXX";
+    REQUIRE(::mkdtemp(dir_template) != nullptr);
+    const std::string dir = dir_template;
+    const std::string config = dir + "/home/.ssh/config";
+    const std::string stanza = ssh_config_stanza("/usr/bin/sbx", ssh_paths(dir + "/cfg"));
+
+    auto added = install_ssh_config(config, stanza);
+    REQUIRE(added);
+    CHECK(*added);
+    auto again = install_ssh_config(config, stanza);
+    REQUIRE(again);
+    CHECK_FALSE(*again);
+    std::ifstream in(config);
+    std::stringstream text;
+    text << in.rdbuf();
+    CHECK(text.str() == stanza);
+
+    // An existing file keeps its contents; the stanza comes after them.
+    const std::string other = dir + "/other";
+    {
+        std::ofstream out(other);
+        out << "Host work\n    User me";  // no final newline
+    }
+    REQUIRE(install_ssh_config(other, stanza));
+    std::ifstream in2(other);
+    std::stringstream text2;
+    text2 << in2.rdbuf();
+    CHECK(text2.str() == "Host work\n    User me\n\n" + stanza);
+    REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }

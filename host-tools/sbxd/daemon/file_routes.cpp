@@ -22,21 +22,6 @@ namespace {
 using http::Response;
 using nlohmann::json;
 
-// The query's parameters, each named once; others are refused.
-Result<std::map<std::string, std::string, std::less<>>> query_params(
-    const http::Request& request, std::initializer_list<std::string_view> known) {
-    std::map<std::string, std::string, std::less<>> out;
-    for (const auto& [key, value] : request.query) {
-        if (std::find(known.begin(), known.end(), key) == known.end()) {
-            return api::invalid_argument(fmt::format("unknown query parameter '{}'", key));
-        }
-        if (!out.emplace(key, value).second) {
-            return api::invalid_argument(fmt::format("query parameter '{}' given twice", key));
-        }
-    }
-    return out;
-}
-
 Result<std::string> path_param(const std::map<std::string, std::string, std::less<>>& params) {
     auto it = params.find("path");
     if (it == params.end() || it->second.empty() || it->second.front() != '/') {

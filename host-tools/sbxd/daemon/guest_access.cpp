@@ -2,9 +2,11 @@
 // API's, the detached processes' history rows, and the route table.
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "host-tools/sbxd/api/api_error.hpp"
+#include "host-tools/sbxd/api/fields.hpp"
 
 namespace sbx::sbxd {
 
@@ -30,6 +32,19 @@ Error guest_error(const Error& error) {
         return as(api::code::kInternal);
     }
     return as(api::code::kAgentUnavailable);
+}
+
+Result<QueryParams> query_params(const http::Request& request, std::initializer_list<std::string_view> known) {
+    QueryParams out;
+    for (const auto& [key, value] : request.query) {
+        if (std::find(known.begin(), known.end(), key) == known.end()) {
+            return api::invalid_argument(fmt::format("unknown query parameter '{}'", key));
+        }
+        if (!out.emplace(key, value).second) {
+            return api::invalid_argument(fmt::format("query parameter '{}' given twice", key));
+        }
+    }
+    return out;
 }
 
 int history_exit_code(std::optional<int> code, std::optional<int> signal) {
@@ -118,6 +133,9 @@ void GuestRoutes::add_routes(const RouteAdder& add) {
     const std::string base = "/v1/sandboxes/{id}";
     route("POST", base + "/exec", &GuestRoutes::exec);
     route("GET", base + "/exec/ws", &GuestRoutes::exec_ws, BodyMode::WebSocket);
+    route("GET", base + "/tcp/ws", &GuestRoutes::tcp_ws, BodyMode::WebSocket);
+    route("GET", base + "/tcp/listen/ws", &GuestRoutes::tcp_listen_ws, BodyMode::WebSocket);
+    route("GET", base + "/tcp/accept/ws", &GuestRoutes::tcp_accept_ws, BodyMode::WebSocket);
     route("GET", base + "/processes", &GuestRoutes::list_processes);
     route("GET", base + "/processes/{proc}", &GuestRoutes::get_process);
     route("GET", base + "/processes/{proc}/output", &GuestRoutes::process_output);

@@ -19,6 +19,7 @@
 #include "guest-agent/client/agent_client.hpp"
 #include "host-tools/sbxd/daemon/lifecycle.hpp"
 #include "host-tools/sbxd/daemon/sandbox_driver.hpp"
+#include "host-tools/sbxd/daemon/tcp_pending.hpp"
 #include "host-tools/sbxd/http/router.hpp"
 #include "host-tools/sbxd/store/store.hpp"
 
@@ -32,6 +33,11 @@ using RouteAdder =
 // API's error: not_found 404, refused arguments 400, limit 429, anything
 // that is the guest's fault or an unreachable agent 502 agent_unavailable.
 [[nodiscard]] Error guest_error(const Error& error);
+
+// The query's parameters, each named once; others are refused (invalid_argument).
+using QueryParams = std::map<std::string, std::string, std::less<>>;
+[[nodiscard]] Result<QueryParams> query_params(const http::Request& request,
+                                               std::initializer_list<std::string_view> known);
 
 // The exit of a process as the history records it: the exit code, or
 // 128 + the signal as a shell reports it.
@@ -79,6 +85,16 @@ private:
     Response exec_ws(const Request& request, const PathParams& params) const;
     void serve_ws_exec(const std::string& sandbox_id, const std::string& request_id,
                        http::WsChannel& channel) const;
+    // TCP over WebSockets (tcp_routes.cpp): GET .../tcp/ws (connect_tcp),
+    // .../tcp/listen/ws (listen_tcp, each guest connection announced by
+    // id) and .../tcp/accept/ws?connection=ID (one of those picked up).
+    Response tcp_ws(const Request& request, const PathParams& params) const;
+    Response tcp_listen_ws(const Request& request, const PathParams& params) const;
+    void serve_tcp_listen(const std::string& sandbox_id, const std::string& host, std::uint16_t port,
+                          const std::string& request_id, http::WsChannel& channel) const;
+    Response tcp_accept_ws(const Request& request, const PathParams& params) const;
+    // Before a handshake: the sandbox exists (404) and runs or is paused (else 409).
+    [[nodiscard]] Result<void> reachable(const std::string& sandbox_id) const;
     Response list_processes(const Request& request, const PathParams& params) const;
     Response get_process(const Request& request, const PathParams& params) const;
     Response process_output(const Request& request, const PathParams& params) const;
@@ -122,6 +138,7 @@ private:
     GuestAccess access_;
     mutable std::mutex detached_mutex_;
     mutable std::map<std::pair<std::string, std::string>, std::int64_t> detached_;
+    std::unique_ptr<PendingTcpConnections> pending_ = std::make_unique<PendingTcpConnections>();
 };
 
 }  // namespace sbx::sbxd

@@ -2,7 +2,9 @@
 // guest_routes_test.sh: the agent listens on a Unix socket, and a tiny
 // stand-in for the VMM's hybrid vsock socket (docs/vmm-control.md:
 // "CONNECT 52\n" answered "OK 1\n", then the bytes both ways) sits in
-// front of it, where the test driver's agent() points. Sandbox sbx_run
+// front of it, where the test driver's agent() points; the agent reaches
+// "host vsock port P" at its path + "_P", as the VMM delivers guest
+// connections (reverse forwards). Sandbox sbx_run
 // runs; sbx_off exists and is stopped.
 //
 // Usage: sbxd_guest_fixture SBX_AGENT DIR. Serves DIR/sbxd.sock, prints
@@ -131,7 +133,8 @@ int main(int argc, char** argv) {
     const std::string vsock = dir + "/vsock.sock";
     pid_t agent = ::fork();
     if (agent == 0) {
-        ::execl(argv[1], argv[1], "--listen-unix", agent_sock.c_str(), "--token", kToken,
+        // --host-unix: a guest connection to host vsock port P arrives at VSOCK_P (reverse forwards).
+        ::execl(argv[1], argv[1], "--listen-unix", agent_sock.c_str(), "--host-unix", vsock.c_str(), "--token", kToken,
                 static_cast<char*>(nullptr));
         ::_exit(127);
     }
