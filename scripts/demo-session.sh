@@ -3,7 +3,8 @@
 # or directly on a host with hardware virtualization): starts sbxd with
 # its state in a temporary directory and drives it only with `sbx`:
 # new, exec (one out to "the internet": a server in a network namespace
-# this script starts, tests/guest/internet_lib.sh), stop, resume (the same
+# this script starts, tests/guest/internet_lib.sh), host (a server in the
+# sandbox at its private HTTPS URL, through sbxd's proxy), stop, resume (the same
 # process, from memory), fork, rm.
 # Prints one "DEMO-STEP: NAME SECONDS DETAIL" line per step.
 # Usage: demo-session.sh BUILD_DIR KERNEL ROOTFS_TAR LOGDIR
@@ -50,6 +51,18 @@ step exec "$t" "$out"
 t=$(now)
 web=$("$sbx" exec "$id" --no-stdin -- curl -sS --max-time 20 "http://$inet_public/")
 step net "$t" "curl http://$inet_public/: $web"
+"$sbx" exec "$id" --detach -- sh -c 'cd /tmp && echo hello through a hosted URL >index.html && exec python3 -m http.server 8000' >/dev/null
+"$sbx" ca >"$w/ca.pem"
+t=$(now)
+url=$("$sbx" host "$id" 8000 | field "b['hostedPort']['tokenUrl']")
+hostport=${url#https://}; hostport=${hostport%%/*}
+hosted=
+for _ in $(seq 60); do  # until the server in the guest listens
+  hosted=$(curl -sS --max-time 10 --cacert "$w/ca.pem" --resolve "${hostport%:*}:${hostport##*:}:127.0.0.1" \
+    -L -c "$w/jar" -b "$w/jar" "$url" 2>/dev/null) && [ "$hosted" = "hello through a hosted URL" ] && break
+  sleep 0.5
+done
+step host "$t" "${url%%\?*} (private: ?_token= traded for a cookie): $hosted"
 proc=$("$sbx" exec "$id" --detach -- sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.1; done' \
   | field "b['process']['id']")
 pid_before=$("$sbx" exec "$id" --status "$proc" | field "b['process']['pid']")
@@ -74,6 +87,6 @@ t=$(now)
 step rm "$t" "$id $child"
 left=$("$sbx" ls | field "len(b['sandboxes'])")
 echo "DEMO-LEFT: $left"
-[ "$web" = "hello from the internet" ] && [ "$restored" = True ] && [ "$pid_before" = "$pid_after" ] && [ "$count_after" -gt "$count_before" ] \
+[ "$web" = "hello from the internet" ] && [ "$hosted" = "hello through a hosted URL" ] && [ "$restored" = True ] && [ "$pid_before" = "$pid_after" ] && [ "$count_after" -gt "$count_before" ] \
   && [ "$left" = 0 ] && echo "DEMO-OK"
 exit 0
