@@ -99,6 +99,8 @@ private:
     Response list_events(const Request& request, const PathParams& params) const;
     // hosted_port_routes.cpp
     [[nodiscard]] nlohmann::json hosted_port_view(const HostedPortRecord& port) const;
+    // {"hostedPorts":[...]} of one sandbox, or of all.
+    Response hosted_ports_reply(const Request& request, const std::optional<std::string>& sandbox_id) const;
     Response host_port(const Request& request, const PathParams& params) const;
     Response list_sandbox_ports(const Request& request, const PathParams& params) const;
     Response list_ports(const Request& request, const PathParams& params) const;

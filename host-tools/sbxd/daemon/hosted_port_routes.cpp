@@ -128,12 +128,8 @@ Response ApiService::host_port(const Request& request, const PathParams& params)
     return Response::ok({{"hostedPort", hosted_port_view(*hosted)}}, request.request_id);
 }
 
-Response ApiService::list_sandbox_ports(const Request& request, const PathParams& params) const {
-    auto sandbox = store_.get_sandbox(params.at("id"));
-    if (!sandbox) {
-        return Response::error(sandbox.error(), request.request_id);
-    }
-    auto ports = store_.list_hosted_ports(sandbox->id);
+Response ApiService::hosted_ports_reply(const Request& request, const std::optional<std::string>& sandbox_id) const {
+    auto ports = store_.list_hosted_ports(sandbox_id);
     if (!ports) {
         return Response::error(ports.error(), request.request_id);
     }
@@ -144,16 +140,16 @@ Response ApiService::list_sandbox_ports(const Request& request, const PathParams
     return Response::ok({{"hostedPorts", list}}, request.request_id);
 }
 
+Response ApiService::list_sandbox_ports(const Request& request, const PathParams& params) const {
+    auto sandbox = store_.get_sandbox(params.at("id"));
+    if (!sandbox) {
+        return Response::error(sandbox.error(), request.request_id);
+    }
+    return hosted_ports_reply(request, sandbox->id);
+}
+
 Response ApiService::list_ports(const Request& request, const PathParams&) const {
-    auto ports = store_.list_hosted_ports(std::nullopt);
-    if (!ports) {
-        return Response::error(ports.error(), request.request_id);
-    }
-    auto list = nlohmann::json::array();
-    for (const auto& port : *ports) {
-        list.push_back(hosted_port_view(port));
-    }
-    return Response::ok({{"hostedPorts", list}}, request.request_id);
+    return hosted_ports_reply(request, std::nullopt);
 }
 
 Response ApiService::unhost_port(const Request& request, const PathParams& params) const {

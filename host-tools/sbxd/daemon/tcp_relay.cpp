@@ -20,11 +20,6 @@ namespace {
 using http::WsChannel;
 using http::WsMessage;
 
-void fail(WsChannel& channel, const Error& error, const std::string& request_id) {
-    [[maybe_unused]] auto r = channel.send(ws_error(error, request_id));
-    channel.close(ws_close_for(error));
-}
-
 // The client's messages, into the stream, until its eof, its leaving or
 // a bad message.
 void relay_from_client(WsChannel& channel, int stream, const std::string& request_id) {
@@ -42,7 +37,7 @@ void relay_from_client(WsChannel& channel, int stream, const std::string& reques
             continue;
         }
         if (auto control = read_tcp_control(message->data); !control) {
-            fail(channel, control.error(), request_id);
+            ws_fail(channel, control.error(), request_id);
             ::shutdown(stream, SHUT_RDWR);
             return;
         }
@@ -91,7 +86,7 @@ void relay_tcp(WsChannel& channel, UniqueFd stream, std::vector<std::uint8_t> re
         if (n == 0) {
             guest_done = channel.send(tcp_eof_message()).has_value();
         } else if (!channel.gone()) {
-            fail(channel,
+            ws_fail(channel,
                  Error{fmt::format("the guest connection failed: {}", std::strerror(errno)), 0,
                        std::string(api::code::kAgentUnavailable)},
                  request_id);

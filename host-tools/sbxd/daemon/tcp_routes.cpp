@@ -33,11 +33,6 @@ using nlohmann::json;
 // A guest connection not picked up this soon is closed.
 constexpr std::chrono::seconds kPickUpTimeout{30};
 
-void fail(WsChannel& channel, const Error& error, const std::string& request_id) {
-    [[maybe_unused]] auto r = channel.send(ws_error(error, request_id));
-    channel.close(ws_close_for(error));
-}
-
 Result<std::uint16_t> port_param(const QueryParams& query, std::uint16_t lowest) {
     auto it = query.find("port");
     unsigned value = 0;
@@ -125,12 +120,12 @@ http::Response GuestRoutes::tcp_ws(const Request& request, const PathParams& par
     response.websocket = [this, id, target = *target, request_id = request.request_id](WsChannel& channel) {
         auto client = connect(id);
         if (!client) {
-            return fail(channel, client.error(), request_id);
+            return ws_fail(channel, client.error(), request_id);
         }
         // `client` keeps the activity lease; its connection becomes the stream.
         auto stream = agent::open_tcp(std::move(**client), target.host, target.port);
         if (!stream) {
-            return fail(channel, guest_error(stream.error()), request_id);
+            return ws_fail(channel, guest_error(stream.error()), request_id);
         }
         if (!channel.send(WsMessage{true, json{{"type", "connected"}}.dump()})) {
             return;
@@ -161,11 +156,11 @@ void GuestRoutes::serve_tcp_listen(const std::string& id, const std::string& hos
                                    const std::string& request_id, WsChannel& channel) const {
     auto control = connect(id);
     if (!control) {
-        return fail(channel, control.error(), request_id);
+        return ws_fail(channel, control.error(), request_id);
     }
     auto address = driver_.agent(id);
     if (!address) {
-        return fail(channel, address.error(), request_id);
+        return ws_fail(channel, address.error(), request_id);
     }
     const std::uint64_t listener_id = pending_->new_listener();
     const std::uint32_t vsock_port = PendingTcpConnections::vsock_port(listener_id);
@@ -173,15 +168,15 @@ void GuestRoutes::serve_tcp_listen(const std::string& id, const std::string& hos
     ListenerPath path{fmt::format("{}_{}", address->uds_path, vsock_port)};
     auto listener = listen_unix(path.path);
     if (!listener) {
-        return fail(channel, Error{listener.error().to_string(), 0, std::string(api::code::kInternal)}, request_id);
+        return ws_fail(channel, Error{listener.error().to_string(), 0, std::string(api::code::kInternal)}, request_id);
     }
     auto bound = agent::listen_in_guest(**control, host, port, vsock_port);
     if (!bound) {
-        return fail(channel, guest_error(bound.error()), request_id);
+        return ws_fail(channel, guest_error(bound.error()), request_id);
     }
     auto stop = EventFd::create();
     if (!stop) {
-        return fail(channel, Error{stop.error().to_string(), 0, std::string(api::code::kInternal)}, request_id);
+        return ws_fail(channel, Error{stop.error().to_string(), 0, std::string(api::code::kInternal)}, request_id);
     }
     auto hook = channel.on_gone([&stop] { [[maybe_unused]] auto r = stop->signal(); });
     if (!channel.send(WsMessage{true, json{{"type", "listening"}, {"host", host}, {"port", *bound}}.dump()})) {
@@ -199,7 +194,7 @@ void GuestRoutes::serve_tcp_listen(const std::string& id, const std::string& hos
             break;
         }
         if (fds[1].revents != 0 && agent::silent_connection_closed(control_fd)) {
-            fail(channel,
+            ws_fail(channel,
                  Error{"the guest's listener ended (the sandbox stopped or its agent went away)", 0,
                        std::string(api::code::kAgentUnavailable)},
                  request_id);

@@ -162,4 +162,9 @@ http::WsMessage ws_error(const Error& error, std::string_view request_id) {
     return http::WsMessage{true, body.dump()};
 }
 
+void ws_fail(http::WsChannel& channel, const Error& error, std::string_view request_id) {
+    [[maybe_unused]] auto sent = channel.send(ws_error(error, request_id));
+    channel.close(ws_close_for(error));
+}
+
 }  // namespace sbx::sbxd

@@ -52,5 +52,7 @@ struct WsControl {
 // The text frame sent before that close: {"type":"error", and the API's
 // error fields: "ok":false, "status", "code", "message", "requestId"}.
 [[nodiscard]] http::WsMessage ws_error(const Error& error, std::string_view request_id);
+// Sends ws_error and closes with ws_close_for: how a WebSocket route ends on an error.
+void ws_fail(http::WsChannel& channel, const Error& error, std::string_view request_id);
 
 }  // namespace sbx::sbxd

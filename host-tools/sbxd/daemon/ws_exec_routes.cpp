@@ -21,11 +21,6 @@ namespace {
 using http::WsChannel;
 using http::WsMessage;
 
-void fail(WsChannel& channel, const Error& error, const std::string& request_id) {
-    [[maybe_unused]] auto r = channel.send(ws_error(error, request_id));
-    channel.close(ws_close_for(error));
-}
-
 // The client's messages after the first, to the agent, until the channel
 // ends. Binary frames are stdin (dropped after an eof); text frames are
 // control messages. A bad one closes the connection.
@@ -48,7 +43,7 @@ void relay_input(WsChannel& channel, agent::ExecSession& session, int agent_fd,
         }
         auto control = read_ws_control(message->data);
         if (!control) {
-            fail(channel, control.error(), request_id);
+            ws_fail(channel, control.error(), request_id);
             ::shutdown(agent_fd, SHUT_RDWR);  // ends the output relay's wait, and the process
             return;
         }
@@ -98,19 +93,19 @@ void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& reques
     }
     auto parsed = read_ws_start(*first);
     if (!parsed) {
-        return fail(channel, parsed.error(), request_id);
+        return ws_fail(channel, parsed.error(), request_id);
     }
     auto client = connect(id);
     if (!client) {
-        return fail(channel, client.error(), request_id);
+        return ws_fail(channel, client.error(), request_id);
     }
     auto history_id = store_.add_exec(id, parsed->command.dump(), clock_());
     if (!history_id) {
-        return fail(channel, history_id.error(), request_id);
+        return ws_fail(channel, history_id.error(), request_id);
     }
     auto session = agent::ExecSession::start(**client, parsed->request);
     if (!session) {
-        return fail(channel, guest_error(session.error()), request_id);
+        return ws_fail(channel, guest_error(session.error()), request_id);
     }
     // A client that leaves ends the agent connection, which kills the
     // process group (docs/agent-protocol.md, exec).
@@ -124,7 +119,7 @@ void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& reques
         auto event = session->next();
         if (!event) {
             if (!channel.gone()) {
-                fail(channel, guest_error(event.error()), request_id);
+                ws_fail(channel, guest_error(event.error()), request_id);
             }
             break;
         }

@@ -10,24 +10,13 @@
 
 #include <fmt/core.h>
 
+#include "base/hex.hpp"
+
 namespace sbx::sbxd::proxy {
 
 namespace bhttp = boost::beast::http;
 
 namespace {
-
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
 
 // application/x-www-form-urlencoded decoding (WHATWG URL §5.1): '+' is a
 // space, %XX a byte; a '%' not followed by two hex digits stays as it is.
@@ -38,9 +27,9 @@ std::string form_decode(std::string_view text) {
         char c = text[i];
         if (c == '+') {
             out.push_back(' ');
-        } else if (c == '%' && i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 &&
-                   hex_digit(text[i + 2]) >= 0) {
-            out.push_back(static_cast<char>(hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2])));
+        } else if (c == '%' && i + 2 < text.size() && hex_digit_value(text[i + 1]) >= 0 &&
+                   hex_digit_value(text[i + 2]) >= 0) {
+            out.push_back(static_cast<char>(hex_digit_value(text[i + 1]) * 16 + hex_digit_value(text[i + 2])));
             i += 2;
         } else {
             out.push_back(c);
