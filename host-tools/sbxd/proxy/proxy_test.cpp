@@ -266,7 +266,13 @@ TEST_CASE("a 50 MiB upload streams through with bounded memory") {
     REQUIRE(chunked.status == 200);
     CHECK(nlohmann::json::parse(chunked.body)["bytes"] == kBytes);
     std::size_t after = peak_rss_kib();
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan's quarantine keeps freed buffers (up to 256 MiB by default), so
+    // RSS cannot tell streaming from buffering here; the plain build checks it.
+    MESSAGE("peak RSS grew by ", after - before, " KiB (not checked under ASan)");
+#else
     CHECK_MESSAGE(after - before < 16 * 1024, "peak RSS grew by ", after - before, " KiB");
+#endif
 }
 
 TEST_CASE("a WebSocket is spliced through") {
