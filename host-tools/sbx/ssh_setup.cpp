@@ -186,7 +186,12 @@ Result<bool> install_ssh_config(const std::string& config_file, const std::strin
 std::string authorize_key_script() {
     return "set -e; umask 077; mkdir -p /root/.ssh; chmod 700 /root/.ssh; "
            "f=/root/.ssh/authorized_keys; touch \"$f\"; chmod 600 \"$f\"; "
-           "grep -qxF \"$1\" \"$f\" || printf '%s\\n' \"$1\" >> \"$f\"";
+           "grep -qxF \"$1\" \"$f\" || printf '%s\\n' \"$1\" >> \"$f\"; "
+           // A new sandbox's sshd may still be starting (its first boot makes
+           // the host key): wait up to 60 s for a listener on port 22 in
+           // /proc/net/tcp (state 0A, LISTEN), so ssh works when sbx new ends.
+           "[ -x /usr/sbin/sshd ] || exit 0; i=0; "
+           "while [ $i -lt 600 ] && ! grep -q ':0016 00000000:0000 0A' /proc/net/tcp; do sleep 0.1; i=$((i+1)); done";
 }
 
 }  // namespace sbx::cli

@@ -42,7 +42,7 @@ struct SshPaths {
 
 // The shell script that authorizes "$1" for root in the guest, once
 // (mkdir 0700 /root/.ssh, authorized_keys 0600, the line appended unless
-// it is there).
+// it is there), then waits up to 60 s for the guest's sshd to listen.
 [[nodiscard]] std::string authorize_key_script();
 
 }  // namespace sbx::cli
