@@ -369,6 +369,7 @@ int serve(Store& store, const Options& options) {
         if (proxy) {
             proxy->close();
         }
+        driver.cancel_starts();  // a wake or resume in flight ends now, not at its boot timeout
         io.stop();
     });
     asio::steady_timer prune_timer(io);

@@ -80,6 +80,9 @@ public:
     // The guest console's file (docs/sbxd.md, "Sandbox folders") of a
     // sandbox in any state; it may not exist yet (a create before its VMM).
     [[nodiscard]] virtual Result<std::string> console_log(const std::string& id) = 0;
+    // sbxd is stopping: a start waiting for its guest (a create, a resume,
+    // a wake) gives up now with "cancelled" instead of at its timeout.
+    virtual void cancel_starts() {}
 };
 
 class UnimplementedDriver final : public SandboxDriver {

@@ -147,7 +147,8 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
         cids_.release(*cid);
         return e.context("cold boot");
     };
-    if (auto ready = wait_for_agent(*process, files, *token, config_.boot_timeout); !ready) {
+    if (auto ready = wait_for_agent(*process, files, *token, config_.boot_timeout, stopping_.get_token());
+        !ready) {
         return fail(ready.error());
     }
     if (*network) {
@@ -187,7 +188,9 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const 
         cids_.release(*cid);
         return e.context("restore");
     };
-    if (auto ready = wait_for_agent(*process, files, restore.saved_token, config_.restore_timeout); !ready) {
+    if (auto ready = wait_for_agent(*process, files, restore.saved_token, config_.restore_timeout,
+                                    stopping_.get_token());
+        !ready) {
         return fail(ready.error());
     }
     // The saved guest still takes the token of before: a new one for this
@@ -438,6 +441,8 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
             // The VMM maps it copy-on-write and the disk moves on from here:
             // never restore this memory again.
             ::unlink(f.memory().c_str());
+        } else if (started.error().code == "cancelled") {
+            return crash(id, started.error(), api::code::kNoReadyMachine);  // sbxd is stopping: no cold boot
         } else {
             outcome.resume_reason = "restore_failed";
             log::warn("sandbox {}: restore failed, booting from the disk: {}", id, started.error().to_string());

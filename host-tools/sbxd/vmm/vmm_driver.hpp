@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <vector>
 #include <string>
 #include <thread>
@@ -98,6 +99,7 @@ public:
     Result<AgentAddress> agent(const std::string& id) override;
     Result<std::string> disk(const std::string& id) override;
     Result<std::string> console_log(const std::string& id) override;
+    void cancel_starts() override { stopping_.request_stop(); }
 
 private:
     // Holds one sandbox's operation lock.
@@ -209,6 +211,7 @@ private:
     std::vector<std::jthread> template_builders_;
     std::mutex snapshots_mutex_;  // a named snapshot's folder appears, is used or goes
     std::jthread watcher_;
+    std::stop_source stopping_;  // cancel_starts()
 };
 
 // A qcow2 overlay at `path` on the image's raw root disk, of `disk_gib`
