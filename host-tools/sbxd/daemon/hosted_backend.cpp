@@ -11,19 +11,6 @@ namespace {
 // How long the proxy waits for the guest's app to accept, past a wake.
 constexpr std::chrono::seconds kGuestConnectTimeout{10};
 
-Result<HostedPortRecord> find_port(Store& store, const std::string& sandbox_id, std::uint16_t port) {
-    auto ports = store.list_hosted_ports(sandbox_id);
-    if (!ports) {
-        return ports.error();
-    }
-    for (auto& p : *ports) {
-        if (p.port == port) {
-            return std::move(p);
-        }
-    }
-    return make_coded_error("not_found", "sandbox {} no longer hosts port {}", sandbox_id, port);
-}
-
 // The driver's and the store's codes as the proxy's (its error pages).
 Error for_proxy(const Error& error) {
     const std::string& code = error.code;
@@ -46,15 +33,11 @@ Result<proxy::Target> HostedBackend::lookup(std::string_view subdomain, std::uin
     if (!found) {
         return for_proxy(found.error());
     }
-    return proxy::Target{found->sandbox_id, found->port, found->is_public, found->token};
+    return proxy::Target{found->sandbox_id, found->port, found->is_public, found->token, found->localhost};
 }
 
 Result<proxy::Upstream> HostedBackend::connect(const proxy::Target& target) {
-    auto hosted = find_port(store_, target.sandbox_id, target.port);
-    if (!hosted) {
-        return for_proxy(hosted.error());
-    }
-    if (hosted->localhost) {
+    if (target.guest_loopback) {
         auto client = guest_.connect(target.sandbox_id);
         if (!client) {
             return for_proxy(client.error());

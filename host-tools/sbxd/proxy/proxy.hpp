@@ -25,6 +25,7 @@ struct Target {
     std::uint16_t port = 0;
     bool is_public = false;  // false: a request needs `token` (cookie, bearer or _token)
     std::string token;
+    bool guest_loopback = false;  // the backend's own: the app listens on the guest's 127.0.0.1
 };
 
 // A connected stream socket (Unix or TCP) to the app, and the bytes
