@@ -5,8 +5,38 @@
 # (session.sh, or bench/sbx_session.sh, which uses only the start code).
 # shellcheck shell=bash
 failures=0
+vmm_control=$(dirname "${BASH_SOURCE[0]}")/../vmm_control.py
 ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); keep_sandbox_logs; }
+# keep_sandbox_logs: every sandbox's console and VMM log as they are at a
+# failure, in $logdir/fail.N/ID/ (the first 8 failures; a part deletes its
+# sandboxes, and level 1's tmpfs goes with the run).
+keep_sandbox_logs() {
+  [ "$failures" -le 8 ] && [ -d "${state:-}/sandboxes" ] || return 0
+  local d f
+  for d in "$state"/sandboxes/*/; do
+    for f in "$d"*.log "$d"vmm.json; do
+      [ -f "$f" ] || continue
+      mkdir -p "$logdir/fail.$failures/$(basename "$d")" && cp "$f" "$logdir/fail.$failures/$(basename "$d")/"
+    done
+    [ -S "${d}control.sock" ] || continue
+    f=$logdir/fail.$failures/$(basename "$d")/diagnose.json
+    timeout 20 /usr/bin/python3 "$vmm_control" "${d}control.sock" '{"op":"diagnose"}' >"$f" 2>&1
+    [ "$failures" -le 2 ] && /usr/bin/python3 - "$f" "$(basename "$d")" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(0)
+for v in d.get("vcpus", []):
+    k = v.get("kvm", {})
+    print(f"SBXD-DIAG: {sys.argv[2]} vCPU {v.get('id')}: rip {v.get('rip')} exception {v.get('exception')}"
+          f" {v.get('mp_state')}; exits {k.get('exits')} emulated {k.get('insn_emulation')}"
+          f" guest #PF {k.get('pf_guest')} halts {k.get('halt_exits')} irqs {k.get('irq_injections')}")
+PY
+  done
+  return 0
+}
 check() { if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: expected '$2', got '$(printf %s "$3" | head -c 600)'"; fi; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -26,10 +56,11 @@ sbxd_images() {
 . "$(dirname "${BASH_SOURCE[0]}")/../internet_lib.sh"
 
 starts=0
-# start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh).
+# start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh);
+# on the CPUs in $sbxd_cpus (taskset -c) when it is set (session.sh).
 start_sbxd() {
   starts=$((starts + 1))
-  "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "${sbxd_net_flags[@]}" "$@" \
+  ${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "${sbxd_net_flags[@]}" "$@" \
     2>"$logdir/sbxd.$starts.log" &
   sbxd_pid=$!
   for _ in $(seq 300); do

@@ -32,6 +32,14 @@ fi
 # a hole of a tmpfs file fills it: a template's 1 GiB memory file becomes
 # 1 GiB of tmpfs (on a disk file system a hole stays a hole). Room for that.
 mount -o remount,size=75% /tmp 2>/dev/null || true
+# In the nested harness, sbxd and every VMM it starts run on level 1's
+# CPU 0 (lib.sh start_sbxd): a KVM vCPU thread that moves between level-1
+# CPUs can come back from a #VMEXIT with the other CPU's %gs under TCG's
+# emulated SVM (tests/harness/README.md, "Level 1 itself"); pinned, none
+# moves. Hardware KVM runs unpinned.
+sbxd_cpus=
+[ -n "${SBX_L1_HEARTBEAT_PID:-}" ] && sbxd_cpus=0
+echo "SBXD-CPUS: sbxd and its VMMs on ${sbxd_cpus:-every CPU}"
 w=$(mktemp -d /tmp/sbxd-session.XXXXXX)
 state=$w/state sock=$w/sbxd.sock
 sbxd_pid=
