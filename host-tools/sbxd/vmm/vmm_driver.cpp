@@ -442,7 +442,10 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
             // never restore this memory again.
             ::unlink(f.memory().c_str());
         } else if (started.error().code == "cancelled") {
-            return crash(id, started.error(), api::code::kNoReadyMachine);  // sbxd is stopping: no cold boot
+            // sbxd is stopping: no cold boot. The restored guest may have
+            // run on the disk, so its memory is stale (as after a cold boot).
+            ::unlink(f.memory().c_str());
+            return crash(id, started.error(), api::code::kNoReadyMachine);
         } else {
             outcome.resume_reason = "restore_failed";
             log::warn("sandbox {}: restore failed, booting from the disk: {}", id, started.error().to_string());

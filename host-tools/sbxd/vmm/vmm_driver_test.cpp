@@ -191,6 +191,35 @@ TEST_CASE("a VMM that exits at once fails the create without waiting for the dea
     CHECK(fx.store->list_sandboxes({})->size() == 1);  // refused before any row
 }
 
+TEST_CASE("cancel_starts() ends a boot waiting for its agent at once: crashed, no VMM") {
+    Fixture fx;
+    const std::string fake = fx.dir.path() + "/fake-vmm";
+    write_file(fake, "#!/bin/sh\necho $$ >> " + fx.dir.path() + "/pids\nexec sleep 600\n", 0755);
+    DriverConfig config = fx.config(fake);
+    config.boot_timeout = 120s;
+    {
+        VmmDriver driver(*fx.store, config);
+        auto start = std::chrono::steady_clock::now();
+        std::thread canceller([&driver] {
+            std::this_thread::sleep_for(500ms);
+            driver.cancel_starts();
+        });
+        auto created = driver.create(fx.spec());
+        canceller.join();
+        CHECK(std::chrono::steady_clock::now() - start < 30s);
+        REQUIRE_FALSE(created.has_value());
+        CHECK(created.error().code == "no_ready_machine");
+        CHECK(created.error().message.find("sbxd is stopping") != std::string::npos);
+        auto all = fx.store->list_sandboxes({});
+        REQUIRE(all->size() == 1);
+        CHECK(all->front().state == SandboxState::Crashed);
+    }
+    std::istringstream pids(read_file(fx.dir.path() + "/pids"));
+    for (std::string p; std::getline(pids, p);) {
+        CHECK(::kill(std::stoi(p), 0) != 0);
+    }
+}
+
 TEST_CASE("a fork's Idempotency-Key: its children recorded, the same key replayed, one in progress refused") {
     Fixture fx;
     // Never brings up an agent: every boot fails after the boot timeout.
