@@ -73,9 +73,15 @@ tokens=()
 # from beside it (tests/lib.sh compares the dump's page tables with it).
 keep_snapshot() { if compgen -G "$logdir/sbx-vmm-*.mem" >/dev/null; then mv "$w/vm.snap" "$logdir/" 2>/dev/null; fi; }
 trap 'kill -9 "${pids[@]}" 2>/dev/null; keep_snapshot; rm -rf "$w"' EXIT
+# In the nested harness every VMM runs on level 1's CPU 0, as the sbxd
+# test's do (sbxd/session.sh: a vCPU thread that moves between level-1
+# CPUs can come back from #VMEXIT with the other CPU's %gs; here a level-1
+# panic "TASK stack guard page was hit" on 2026-12-03). Hardware KVM: any.
+vmm_cpus=
+[ -n "${SBX_L1_HEARTBEAT_PID:-}" ] && vmm_cpus=0
 cmdline="console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd quiet sbx.token=$SBX_AGENT_TOKEN"
 
-"$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$w/v0.sock" \
+${vmm_cpus:+taskset -c "$vmm_cpus"} "$vmm" --kernel "$kernel" --initrd "$image" --memory 256 --cmdline "$cmdline" --vsock "cid=3,uds=$w/v0.sock" \
   --net tap=sbxfork0,mac=02:00:00:00:00:10 --control "$w/c0.sock" --snapshot-dir "$w" \
   --console "file:$logdir/origin-console.log" \
   </dev/null >"$logdir/origin-vmm.out" 2>&1 &
@@ -96,7 +102,7 @@ control "$w/c0.sock" '{"op":"stop"}' >/dev/null
 wait "$origin"
 
 for i in $(seq 1 $forks); do
-  "$vmm" --restore "$w/vm.snap" --restore-mode private --vsock "cid=$((10 + i)),uds=$w/v$i.sock" \
+  ${vmm_cpus:+taskset -c "$vmm_cpus"} "$vmm" --restore "$w/vm.snap" --restore-mode private --vsock "cid=$((10 + i)),uds=$w/v$i.sock" \
     --net "tap=sbxfork$i,mac=02:00:00:00:00:1$i" --control "$w/c$i.sock" \
     --console "file:$logdir/fork$i-console.log" </dev/null >"$logdir/fork$i-vmm.out" 2>&1 &
   pids+=($!)
