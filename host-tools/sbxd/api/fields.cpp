@@ -102,6 +102,25 @@ Result<std::optional<StringMap>> Fields::string_map(std::string_view name) {
     return std::optional<StringMap>(std::move(map));
 }
 
+Result<std::optional<std::vector<std::string>>> Fields::string_list(std::string_view name) {
+    const auto* value = take(name);
+    if (value == nullptr) {
+        return std::optional<std::vector<std::string>>();
+    }
+    if (!value->is_array()) {
+        return invalid_argument(fmt::format("{} must be an array of strings, not {}", name, value->type_name()));
+    }
+    std::vector<std::string> list;
+    for (std::size_t i = 0; i < value->size(); ++i) {
+        if (!(*value)[i].is_string()) {
+            return invalid_argument(
+                fmt::format("{}[{}] must be a string, not {}", name, i, (*value)[i].type_name()));
+        }
+        list.push_back((*value)[i].get<std::string>());
+    }
+    return std::optional<std::vector<std::string>>(std::move(list));
+}
+
 Result<void> Fields::finish() const {
     for (const auto& [key, value] : object_.items()) {
         if (read_.count(key) == 0) {

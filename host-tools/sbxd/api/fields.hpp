@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,8 @@ public:
                                                               std::int64_t max);
     // An object whose values are all strings.
     [[nodiscard]] Result<std::optional<StringMap>> string_map(std::string_view name);
+    // An array of strings.
+    [[nodiscard]] Result<std::optional<std::vector<std::string>>> string_list(std::string_view name);
     // Whether the field is present (null counts as absent for every getter).
     [[nodiscard]] bool has(std::string_view name) const;
 

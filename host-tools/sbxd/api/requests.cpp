@@ -17,6 +17,32 @@ namespace sbx::sbxd::api {
 
 namespace {
 
+// "egress": "internet" | "deny-all" | "allow-list", with "egressAllow":
+// [networks] for the last (and only for it); egressAllow alone implies
+// allow-list. Absent: internet.
+Result<net::Egress> read_egress(Fields& f) {
+    SBXD_TRY(mode, f.string("egress"));
+    SBXD_TRY(allow, f.string_list("egressAllow"));
+    const std::string name = mode->value_or(*allow ? "allow-list" : "internet");
+    if (name == "allow-list") {
+        if (!*allow) {
+            return invalid_argument("egress allow-list needs egressAllow: the networks, e.g. [\"203.0.113.0/24\"]");
+        }
+        auto listed = net::egress_allow_list(**allow);
+        if (!listed) {
+            return invalid_argument(fmt::format("egressAllow: {}", listed.error().to_string()));
+        }
+        return *listed;
+    }
+    if (*allow) {
+        return invalid_argument(fmt::format("egressAllow goes with egress allow-list, not {}", name));
+    }
+    if (name != "internet" && name != "deny-all") {
+        return invalid_argument(fmt::format("egress '{}' must be internet, deny-all or allow-list", name));
+    }
+    return name == "deny-all" ? net::Egress::deny_all() : net::Egress{};
+}
+
 bool is_lower_alnum(char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
@@ -182,9 +208,11 @@ Result<CreateRequest> parse_create(std::string_view body, std::int64_t min_ttl_s
     SBXD_TRY(ttl, f.string("ttl"));
     SBXD_TRY(no_auto_stop, f.boolean("noAutoStop"));
     SBXD_TRY(cold, f.boolean("cold"));
+    SBXD_TRY(egress, read_egress(f));
     if (auto done = f.finish(); !done) {
         return done.error();
     }
+    r.egress = std::move(*egress);
     if (auto c = check_size_name(*size); !c) {
         return c.error();
     }
@@ -274,6 +302,20 @@ Result<IdleRequest> parse_idle(std::string_view body) {
         r.idle_minutes = static_cast<int>(**idle);
     }
     return r;
+}
+
+Result<EgressRequest> parse_egress_request(std::string_view body) {
+    SBXD_TRY(json, parse_body(body));
+    // Required: an empty body is more likely a mistake than "internet".
+    if (!json->contains("egress") && !json->contains("egressAllow")) {
+        return invalid_argument("egress is required: internet, deny-all, or allow-list with egressAllow");
+    }
+    Fields f(*json);
+    SBXD_TRY(egress, read_egress(f));
+    if (auto done = f.finish(); !done) {
+        return done.error();
+    }
+    return EgressRequest{std::move(*egress)};
 }
 
 Result<ResumeRequest> parse_resume(std::string_view body) {

@@ -14,6 +14,7 @@
 
 #include "base/result.hpp"
 #include "host-tools/sbxd/api/sizes.hpp"
+#include "host-tools/sbxd/net/egress_spec.hpp"
 #include "host-tools/sbxd/sandbox/state.hpp"
 #include "host-tools/sbxd/store/records.hpp"
 
@@ -41,6 +42,7 @@ struct CreateRequest {
     std::optional<std::int64_t> ttl_seconds;  // absent: the default (unless no_auto_stop)
     bool no_auto_stop = false;
     bool cold = false;  // no warm template or memory snapshot: a cold boot
+    net::Egress egress;  // docs/network.md, "Per-sandbox egress"
 };
 
 struct StopRequest {
@@ -73,6 +75,11 @@ struct TtlRequest {
     bool no_auto_stop = false;
 };
 
+// POST /v1/sandboxes/{id}/egress: the sandbox's new egress policy.
+struct EgressRequest {
+    net::Egress egress;
+};
+
 // POST /v1/sandboxes/{id}/idle: empty turns the idle pause off.
 struct IdleRequest {
     std::optional<int> idle_minutes;
@@ -99,6 +106,8 @@ struct ListQuery {
                                            std::int64_t min_ttl_seconds = kMinTtlSeconds);
 // {"idleMinutes": N}; 0 or null turns it off. The field is required.
 [[nodiscard]] Result<IdleRequest> parse_idle(std::string_view body);
+// {"egress": "internet"|"deny-all"} or {"egress": "allow-list", "egressAllow": [networks]}.
+[[nodiscard]] Result<EgressRequest> parse_egress_request(std::string_view body);
 // Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)
 // and state=running,stopped (repeatable). Others are refused.
 [[nodiscard]] Result<ListQuery> parse_list_query(

@@ -115,6 +115,15 @@ TEST_CASE("wrong types and values out of range are invalid_argument naming the f
         {R"({"ttl":"30s"})", "ttl"},
         {R"({"ttl":3600})", "ttl"},
         {R"({"ttl":"1h","noAutoStop":true})", "noAutoStop"},
+        {R"({"egress":"none"})", "egress"},
+        {R"({"egress":true})", "egress"},
+        {R"({"egress":"allow-list"})", "egressAllow"},
+        {R"({"egress":"deny-all","egressAllow":["203.0.113.0/24"]})", "egressAllow"},
+        {R"({"egressAllow":"203.0.113.0/24"})", "egressAllow"},
+        {R"({"egressAllow":[7]})", "egressAllow[0]"},
+        {R"({"egressAllow":[]})", "egressAllow"},
+        {R"({"egressAllow":["10.0.0.0/8"]})", "10.0.0.0/8"},
+        {R"({"egressAllow":["203.0.113.9/24"]})", "203.0.113.0/24"},
     };
     for (const auto& [body, field] : bad) {
         CAPTURE(body);
@@ -161,6 +170,24 @@ TEST_CASE("idleMinutes 0 is off and noAutoStop alone is fine") {
     REQUIRE(r.has_value());
     CHECK_FALSE(r->idle_minutes);
     CHECK(r->no_auto_stop);
+}
+
+TEST_CASE("egress: internet unless given; deny-all; an allow list, with or without its mode") {
+    CHECK(parse_create("{}")->egress == sbx::sbxd::net::Egress{});
+    CHECK(parse_create(R"({"egress":"internet"})")->egress == sbx::sbxd::net::Egress{});
+    CHECK(parse_create(R"({"egress":"deny-all"})")->egress == sbx::sbxd::net::Egress::deny_all());
+    auto listed = parse_create(R"({"egress":"allow-list","egressAllow":["203.0.113.0/24","198.51.100.7/32"]})");
+    REQUIRE(listed);
+    CHECK(sbx::sbxd::net::format_egress(listed->egress) == "allow:198.51.100.7/32,203.0.113.0/24");
+    auto implied = parse_create(R"({"egressAllow":["203.0.113.0/24"]})");
+    REQUIRE(implied);
+    CHECK(implied->egress.mode == sbx::sbxd::net::EgressMode::allow_list);
+
+    CHECK(parse_egress_request(R"({"egress":"deny-all"})")->egress == sbx::sbxd::net::Egress::deny_all());
+    CHECK(parse_egress_request(R"({"egressAllow":["192.0.2.0/24"]})")->egress.allow.size() == 1);
+    CHECK(code_of(parse_egress_request("{}")) == "invalid_argument");  // required
+    CHECK(code_of(parse_egress_request(R"({"egress":"internet","idleMinutes":3})")) == "invalid_argument");
+    CHECK(code_of(parse_egress_request(R"({"egress":"allow-list","egressAllow":["127.0.0.0/8"]})")) == "invalid_argument");
 }
 
 TEST_CASE("cold is a boolean, off unless given") {

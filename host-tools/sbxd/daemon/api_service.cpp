@@ -110,6 +110,8 @@ void ApiService::add_routes() {
     sandbox_route("POST", "/v1/sandboxes/{id}/resume", &ApiService::resume_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/ttl", &ApiService::ttl_sandbox);
     sandbox_route("POST", "/v1/sandboxes/{id}/idle", &ApiService::idle_sandbox);
+    // Not a sandbox-scoped key's: a sandbox never lifts its own egress policy.
+    host_route("POST", "/v1/sandboxes/{id}/egress", &ApiService::egress_sandbox);
     host_route("POST", "/v1/sandboxes/{id}/fork", &ApiService::fork_sandbox);
     host_route("POST", "/v1/sandboxes/{id}/snapshot", &ApiService::snapshot_sandbox);
     sandbox_route("GET", "/v1/sandboxes/{id}/history", &ApiService::history);

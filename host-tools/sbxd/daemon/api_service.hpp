@@ -111,7 +111,9 @@ private:
     // lifecycle_routes.cpp
     Response ttl_sandbox(const Request& request, const PathParams& params) const;
     Response idle_sandbox(const Request& request, const PathParams& params) const;
-    Response change_timers(const Request& request, const std::string& id,
+    // egress_routes.cpp
+    Response egress_sandbox(const Request& request, const PathParams& params) const;
+    Response change_settings(const Request& request, const std::string& id,
                            const std::function<Result<void>(const SandboxRecord&)>& change) const;
     // Resumes a paused sandbox for a request that needs its guest
     // (product.md §2, wake on request): admitted as any start; nothing for

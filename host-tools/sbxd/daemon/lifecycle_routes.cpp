@@ -23,9 +23,9 @@ void ApiService::reschedule() const {
     }
 }
 
-// A ttl or idle change of one sandbox: refused while it is being deleted;
-// the timers are re-armed and the changed row is the answer.
-Response ApiService::change_timers(const Request& request, const std::string& id,
+// A ttl, idle or egress change of one sandbox: refused while it is being
+// deleted; the timers are re-armed and the changed row is the answer.
+Response ApiService::change_settings(const Request& request, const std::string& id,
                                    const std::function<Result<void>(const SandboxRecord&)>& change) const {
     auto sandbox = store_.get_sandbox(id);
     if (!sandbox) {
@@ -52,7 +52,7 @@ Response ApiService::ttl_sandbox(const Request& request, const PathParams& param
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    return change_timers(request, params.at("id"), [&](const SandboxRecord& sandbox) {
+    return change_settings(request, params.at("id"), [&](const SandboxRecord& sandbox) {
         const UnixMillis now = clock_();
         AutoStop next;
         if (!parsed->no_auto_stop) {
@@ -69,7 +69,7 @@ Response ApiService::idle_sandbox(const Request& request, const PathParams& para
     if (!parsed) {
         return Response::error(parsed.error(), request.request_id);
     }
-    return change_timers(request, params.at("id"), [&](const SandboxRecord& sandbox) {
+    return change_settings(request, params.at("id"), [&](const SandboxRecord& sandbox) {
         return store_.set_idle_minutes(sandbox.id, parsed->idle_minutes, clock_());
     });
 }

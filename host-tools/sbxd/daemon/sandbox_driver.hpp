@@ -80,6 +80,10 @@ public:
     // The guest console's file (docs/sbxd.md, "Sandbox folders") of a
     // sandbox in any state; it may not exist yet (a create before its VMM).
     [[nodiscard]] virtual Result<std::string> console_log(const std::string& id) = 0;
+    // The sandbox's egress policy as the store now has it (record.egress)
+    // reaches its network at once; a sandbox with no tap gets it at its
+    // next start. A driver without networks has nothing to do.
+    [[nodiscard]] virtual Result<void> apply_egress(const SandboxRecord&) { return ok(); }
     // sbxd is stopping: a start waiting for its guest (a create, a resume,
     // a wake) gives up now with "cancelled" instead of at its timeout.
     virtual void cancel_starts() {}

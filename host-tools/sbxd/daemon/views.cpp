@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "host-tools/sbxd/net/egress_spec.hpp"
+
 namespace sbx::sbxd {
 
 namespace {
@@ -32,8 +34,20 @@ std::string rfc3339(UnixMillis at) {
                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
 }
 
-nlohmann::json network_json(const SandboxNetwork& n, const net::AddressPool* pool) {
-    nlohmann::json out = {{"interface", net::interface_name(n.slot)}, {"mac", n.mac}, {"egress", n.egress}};
+// The policy's mode and its networks; a stored text that does not parse
+// shows as the deny-all the network gives it (vmm_network.cpp).
+std::pair<std::string, nlohmann::json> egress_json(const std::string& text) {
+    auto egress = net::parse_egress(text);
+    const net::Egress shown = egress ? *egress : net::Egress::deny_all();
+    nlohmann::json allow = nlohmann::json::array();
+    for (const auto& cidr : shown.allow) {
+        allow.push_back(cidr.to_string());
+    }
+    return {std::string(net::egress_mode_name(shown.mode)), std::move(allow)};
+}
+
+nlohmann::json network_json(const SandboxNetwork& n, const std::string& egress, const net::AddressPool* pool) {
+    nlohmann::json out = {{"interface", net::interface_name(n.slot)}, {"mac", n.mac}, {"egress", egress}};
     if (pool != nullptr) {
         if (auto address = net::address_of(*pool, n.slot)) {
             out["address"] = address->guest_cidr();
@@ -48,6 +62,7 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host, con
     for (const auto& [name, value] : s.env) {
         env_names.push_back(name);
     }
+    auto [egress, egress_allow] = egress_json(s.egress);
     return {
         {"id", s.id},
         {"name", s.name},
@@ -67,7 +82,9 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host, con
         {"autoStopAt", optional_time(s.auto_stop_at)},
         {"ttlSeconds", s.ttl_seconds ? nlohmann::json(*s.ttl_seconds) : nlohmann::json(nullptr)},
         {"idleMinutes", s.idle_minutes ? nlohmann::json(*s.idle_minutes) : nlohmann::json(nullptr)},
-        {"network", s.network ? network_json(*s.network, pool) : nlohmann::json(nullptr)},
+        {"egress", egress},
+        {"egressAllow", egress_allow},
+        {"network", s.network ? network_json(*s.network, egress, pool) : nlohmann::json(nullptr)},
     };
 }
 

@@ -31,6 +31,7 @@ struct Ipv4Cidr {
     int prefix = 0;
     [[nodiscard]] std::string to_string() const;
     [[nodiscard]] bool contains(Ipv4Address address) const;
+    friend bool operator==(const Ipv4Cidr&, const Ipv4Cidr&) = default;
 };
 
 // "10.231.0.0/16". Errors have the code "bad_cidr".

@@ -12,18 +12,8 @@ constexpr const char* kSources = "sources";    // ifname . ipv4_addr: a sandbox'
 constexpr const char* kGateways = "gateways";  // ifname . ipv4_addr: a sandbox's tap and its gateway address
 constexpr const char* kDenyAll = "deny_all";   // ifname: sandboxes with no egress at all
 constexpr const char* kBlocked = "blocked_ipv4";
-
-constexpr std::array<std::string_view, 9> kBlockedRanges = {
-    "0.0.0.0/8",       // "this network" (RFC 791)
-    "10.0.0.0/8",      // private (RFC 1918)
-    "100.64.0.0/10",   // shared address space, CGNAT (RFC 6598)
-    "127.0.0.0/8",     // loopback (RFC 1122)
-    "169.254.0.0/16",  // link-local (RFC 3927), cloud metadata services among them
-    "172.16.0.0/12",   // private (RFC 1918)
-    "192.168.0.0/16",  // private (RFC 1918)
-    "224.0.0.0/4",     // multicast (RFC 5771)
-    "240.0.0.0/4",     // reserved (RFC 1112), 255.255.255.255 (limited broadcast, RFC 919) among them
-};
+constexpr const char* kAllowOnly = "allow_only";  // ifname: sandboxes with an allow list
+constexpr const char* kAllowed = "allowed";       // ifname . ipv4_addr interval: their networks
 
 std::string wildcard() {
     return std::string(kInterfacePrefix) + "*";
@@ -128,8 +118,22 @@ json source_element(const EgressMember& m) {
 json gateway_element(const EgressMember& m) {
     return json::array({concat(m.interface, format_ipv4(m.gateway))});
 }
-json deny_element(const EgressMember& m) {
+json interface_element(const EgressMember& m) {
     return json::array({m.interface});
+}
+// An interval set's element: the tap and one network of its allow list.
+json allowed_elements(const EgressMember& m) {
+    json out = json::array();
+    for (const auto& cidr : m.egress.allow) {
+        out.push_back(concat(m.interface, prefix(cidr)));
+    }
+    return out;
+}
+bool denies_all(const EgressMember& m) {
+    return m.egress.mode == EgressMode::deny_all;
+}
+bool has_allow_list(const EgressMember& m) {
+    return m.egress.mode == EgressMode::allow_list && !m.egress.allow.empty();
 }
 
 void append_definitions(json& batch, const EgressPolicy& policy) {
@@ -137,8 +141,10 @@ void append_definitions(json& batch, const EgressPolicy& policy) {
     batch.push_back(set_definition(kSources, ifname_addr));
     batch.push_back(set_definition(kGateways, ifname_addr));
     batch.push_back(set_definition(kDenyAll, "ifname"));
+    batch.push_back(set_definition(kAllowOnly, "ifname"));
+    batch.push_back(set_definition(kAllowed, ifname_addr, {{"flags", json::array({"interval"})}}));
     json blocked = json::array();
-    for (std::string_view range : kBlockedRanges) {
+    for (std::string_view range : blocked_ipv4_ranges()) {
         blocked.push_back(prefix(*parse_ipv4_cidr(range)));  // constants, checked by the unit test
     }
     batch.push_back(
@@ -184,6 +190,11 @@ void append_definitions(json& batch, const EgressPolicy& policy) {
     batch.push_back(rule(out, "no private, loopback, link-local, CGNAT, multicast",
                          {eq(payload("ip", "daddr"), set_ref(kBlocked)), drop()}));
     batch.push_back(rule(out, "no SMTP", {eq(payload("tcp", "dport"), 25), drop()}));
+    // Before the conntrack accept, so a narrowed list also ends the
+    // connections already open to what it no longer names.
+    batch.push_back(rule(out, "allow list: only its own networks",
+                         {eq(meta("iifname"), set_ref(kAllowOnly)),
+                          match("!=", concat(meta("iifname"), payload("ip", "daddr")), set_ref(kAllowed)), drop()}));
     batch.push_back(rule(out, "established and related", {established_or_related(), accept()}));
     batch.push_back(rule(out, "the internet, by the uplink", {eq(meta("oifname"), policy.uplink), accept()}));
     batch.push_back(rule(out, "nowhere else", {drop()}));
@@ -204,12 +215,8 @@ json wrap(json batch) {
 
 }  // namespace
 
-EgressMember egress_member(const SandboxAddress& address, bool deny_all) {
-    return EgressMember{interface_name(address.slot), address.guest, address.gateway, deny_all};
-}
-
-std::span<const std::string_view> blocked_ipv4_ranges() {
-    return kBlockedRanges;
+EgressMember egress_member(const SandboxAddress& address, const Egress& egress) {
+    return EgressMember{interface_name(address.slot), address.guest, address.gateway, egress};
 }
 
 json table_batch(const EgressPolicy& policy, std::span<const EgressMember> members) {
@@ -221,11 +228,19 @@ json table_batch(const EgressPolicy& policy, std::span<const EgressMember> membe
     json sources = json::array();
     json gateways = json::array();
     json denied = json::array();
+    json allow_only = json::array();
+    json allowed = json::array();
     for (const auto& m : members) {
         sources.push_back(source_element(m)[0]);
         gateways.push_back(gateway_element(m)[0]);
-        if (m.deny_all) {
+        if (denies_all(m)) {
             denied.push_back(m.interface);
+        }
+        if (has_allow_list(m)) {
+            allow_only.push_back(m.interface);
+            for (auto& e : allowed_elements(m)) {
+                allowed.push_back(std::move(e));
+            }
         }
     }
     // An element command with no elements is a syntax error.
@@ -236,30 +251,68 @@ json table_batch(const EgressPolicy& policy, std::span<const EgressMember> membe
     if (!denied.empty()) {
         batch.push_back(element("add", kDenyAll, denied));
     }
+    if (!allow_only.empty()) {
+        batch.push_back(element("add", kAllowOnly, allow_only));
+        batch.push_back(element("add", kAllowed, allowed));
+    }
     return wrap(std::move(batch));
 }
 
-json add_member_batch(const EgressMember& member) {
-    json batch = json::array();
-    // Deny-all membership is added, then taken out again unless wanted,
-    // so the batch holds whether or not the element was there before.
-    batch.push_back(element("add", kDenyAll, deny_element(member)));
-    if (!member.deny_all) {
-        batch.push_back(element("delete", kDenyAll, deny_element(member)));
+namespace {
+
+// A membership set (deny_all, allow_only) is added, then taken out again
+// unless wanted, so the batch holds whether or not it was there before.
+void append_membership(json& batch, const char* set, const EgressMember& member, bool wanted) {
+    batch.push_back(element("add", set, interface_element(member)));
+    if (!wanted) {
+        batch.push_back(element("delete", set, interface_element(member)));
     }
+}
+
+void append_additions(json& batch, const EgressMember& member) {
+    append_membership(batch, kDenyAll, member, denies_all(member));
+    // The networks before the membership: from the first packet the list
+    // applies to, the list is whole.
+    if (has_allow_list(member)) {
+        batch.push_back(element("add", kAllowed, allowed_elements(member)));
+    }
+    append_membership(batch, kAllowOnly, member, has_allow_list(member));
     batch.push_back(element("add", kSources, source_element(member)));
     batch.push_back(element("add", kGateways, gateway_element(member)));
+}
+
+void append_removals(json& batch, const EgressMember& member) {
+    std::vector<std::pair<const char*, json>> sets = {{kSources, source_element(member)},
+                                                      {kGateways, gateway_element(member)},
+                                                      {kDenyAll, interface_element(member)},
+                                                      {kAllowOnly, interface_element(member)}};
+    if (has_allow_list(member)) {
+        sets.emplace_back(kAllowed, allowed_elements(member));
+    }
+    for (auto& [set, elem] : sets) {
+        batch.push_back(element("add", set, elem));
+        batch.push_back(element("delete", set, std::move(elem)));
+    }
+}
+
+}  // namespace
+
+json add_member_batch(const EgressMember& member) {
+    json batch = json::array();
+    append_additions(batch, member);
+    return wrap(std::move(batch));
+}
+
+json change_member_batch(const EgressMember& from, const EgressMember& to) {
+    json batch = json::array();
+    append_removals(batch, from);
+    append_additions(batch, to);
     return wrap(std::move(batch));
 }
 
 json remove_member_batch(const EgressMember& member) {
     json batch = json::array();
-    for (auto [set, elem] :
-         {std::pair{kSources, source_element(member)}, std::pair{kGateways, gateway_element(member)},
-          std::pair{kDenyAll, deny_element(member)}}) {
-        batch.push_back(element("add", set, elem));
-        batch.push_back(element("delete", set, elem));
-    }
+    append_removals(batch, member);
     return wrap(std::move(batch));
 }
 

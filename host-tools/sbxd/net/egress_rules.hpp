@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host-tools/sbxd/net/address_pool.hpp"
+#include "host-tools/sbxd/net/egress_spec.hpp"
 
 namespace sbx::sbxd::net {
 
@@ -28,21 +29,20 @@ struct EgressMember {
     std::string interface;  // its tap, "sbx<slot>"
     Ipv4Address guest;      // the only source address accepted from it
     Ipv4Address gateway;    // the host's end: where its DNS goes
-    bool deny_all = false;  // no traffic at all past the tap, DNS included
+    Egress egress;          // deny-all: nothing past the tap; allow-list: DNS and its networks
 };
-EgressMember egress_member(const SandboxAddress& address, bool deny_all);
-
-// The destinations no sandbox reaches (besides the pool itself and the
-// host): RFC 6890's private, shared (CGNAT), loopback, link-local,
-// "this network", multicast and reserved blocks, limited broadcast included.
-std::span<const std::string_view> blocked_ipv4_ranges();
+EgressMember egress_member(const SandboxAddress& address, const Egress& egress);
 
 // One transaction that replaces any `inet sbxd` table with a fresh one
 // holding `members`: add (so the delete cannot fail), delete, add all.
 nlohmann::json table_batch(const EgressPolicy& policy, std::span<const EgressMember> members);
-// One transaction that puts the member's elements in (its deny-all
-// membership set either way); adding an element already there is no error.
+// One transaction that puts the member's elements in (its deny-all and
+// allow-list memberships set either way); adding an element already there
+// is no error.
 nlohmann::json add_member_batch(const EgressMember& member);
+// One transaction that takes `from`'s elements out and puts `to`'s in: a
+// new egress policy for one sandbox, its allow list replaced whole.
+nlohmann::json change_member_batch(const EgressMember& from, const EgressMember& to);
 // One transaction that takes the member's elements out, whether or not
 // they are there (each is added, then deleted).
 nlohmann::json remove_member_batch(const EgressMember& member);

@@ -19,8 +19,23 @@ EgressPolicy policy() {
     return EgressPolicy{*parse_ipv4_cidr("10.231.0.0/16"), "uplink0"};
 }
 
-EgressMember member(std::uint32_t slot, bool deny_all = false) {
-    return egress_member(*address_of(*AddressPool::parse("10.231.0.0/16"), slot), deny_all);
+EgressMember member(std::uint32_t slot, const Egress& egress = {}) {
+    return egress_member(*address_of(*AddressPool::parse("10.231.0.0/16"), slot), egress);
+}
+
+Egress allow(std::vector<std::string> networks) {
+    return *egress_allow_list(networks);
+}
+
+// "verb set" for each element command of a batch.
+std::vector<std::string> element_shape(const json& batch) {
+    std::vector<std::string> shape;
+    for (const auto& cmd : batch["nftables"]) {
+        const std::string verb = cmd.begin().key();
+        REQUIRE(cmd[verb].contains("element"));
+        shape.push_back(verb + " " + cmd[verb]["element"]["name"].get<std::string>());
+    }
+    return shape;
 }
 
 // The rules of one chain, in order.
@@ -199,7 +214,7 @@ TEST_CASE("NAT: the pool masqueraded out the uplink") {
 }
 
 TEST_CASE("members: their tap with the guest and the gateway address, deny-all by tap") {
-    std::vector<EgressMember> members = {member(0), member(5, true)};
+    std::vector<EgressMember> members = {member(0), member(5, Egress::deny_all())};
     CHECK(members[1].interface == "sbx5");
     CHECK(format_ipv4(members[1].guest) == "10.231.0.22");
     CHECK(format_ipv4(members[1].gateway) == "10.231.0.21");
@@ -225,27 +240,19 @@ TEST_CASE("members: their tap with the guest and the gateway address, deny-all b
 
 TEST_CASE("adding and removing a member are element changes that hold either way") {
     json add = add_member_batch(member(3));
-    std::vector<std::string> shape;
-    for (const auto& cmd : add["nftables"]) {
-        const std::string verb = cmd.begin().key();
-        REQUIRE(cmd[verb].contains("element"));
-        shape.push_back(verb + " " + cmd[verb]["element"]["name"].get<std::string>());
-    }
-    CHECK(shape ==
-          std::vector<std::string>{"add deny_all", "delete deny_all", "add sources", "add gateways"});
+    CHECK(element_shape(add) == std::vector<std::string>{"add deny_all", "delete deny_all", "add allow_only",
+                                                         "delete allow_only", "add sources", "add gateways"});
 
-    json add_denied = add_member_batch(member(3, true));
-    CHECK(add_denied["nftables"].size() == 3);
+    json add_denied = add_member_batch(member(3, Egress::deny_all()));
+    CHECK(element_shape(add_denied) ==
+          std::vector<std::string>{"add deny_all", "add allow_only", "delete allow_only", "add sources",
+                                   "add gateways"});
     CHECK(add_denied["nftables"][0]["add"]["element"]["elem"] == json::array({"sbx3"}));
 
     json remove = remove_member_batch(member(3));
-    shape.clear();
-    for (const auto& cmd : remove["nftables"]) {
-        const std::string verb = cmd.begin().key();
-        shape.push_back(verb + " " + cmd[verb]["element"]["name"].get<std::string>());
-    }
-    CHECK(shape == std::vector<std::string>{"add sources", "delete sources", "add gateways",
-                                            "delete gateways", "add deny_all", "delete deny_all"});
+    CHECK(element_shape(remove) ==
+          std::vector<std::string>{"add sources", "delete sources", "add gateways", "delete gateways",
+                                   "add deny_all", "delete deny_all", "add allow_only", "delete allow_only"});
     CHECK(remove["nftables"][1]["delete"]["element"]["elem"] ==
           json::parse(R"([{"concat":["sbx3","10.231.0.14"]}])"));
 
@@ -253,4 +260,43 @@ TEST_CASE("adding and removing a member are element changes that hold either way
     REQUIRE(gone["nftables"].size() == 2);
     CHECK(gone["nftables"][0].contains("add"));
     CHECK(gone["nftables"][1].contains("delete"));
+}
+
+TEST_CASE("an allow list: its networks by tap in an interval set, then the membership") {
+    const EgressMember listed = member(2, allow({"203.0.113.0/24", "198.51.100.10/32"}));
+    json add = add_member_batch(listed);
+    CHECK(element_shape(add) == std::vector<std::string>{"add deny_all", "delete deny_all", "add allowed",
+                                                         "add allow_only", "add sources", "add gateways"});
+    CHECK(add["nftables"][2]["add"]["element"]["elem"] == json::parse(R"([
+        {"concat":["sbx2",{"prefix":{"addr":"198.51.100.10","len":32}}]},
+        {"concat":["sbx2",{"prefix":{"addr":"203.0.113.0","len":24}}]}])"));
+
+    // A change takes the old list out whole before the new one goes in.
+    const EgressMember next = member(2, allow({"192.0.2.0/24"}));
+    json change = change_member_batch(listed, next);
+    auto expected = element_shape(remove_member_batch(listed));
+    CHECK(std::find(expected.begin(), expected.end(), "delete allowed") != expected.end());
+    for (auto& verb_set : element_shape(add_member_batch(next))) {
+        expected.push_back(verb_set);
+    }
+    CHECK(element_shape(change) == expected);
+
+    // In the whole table, and in the rule that drops what it does not name.
+    json batch = table_batch(policy(), std::vector<EgressMember>{member(0), listed});
+    std::map<std::string, json> elements;
+    for (const auto& cmd : batch["nftables"]) {
+        if (cmd.contains("add") && cmd["add"].contains("element")) {
+            elements[cmd["add"]["element"]["name"]] = cmd["add"]["element"]["elem"];
+        }
+    }
+    CHECK(elements["allow_only"] == json::array({"sbx2"}));
+    CHECK(elements["allowed"].size() == 2);
+    const auto out = rules_of(batch, "from_sandbox");
+    auto it = std::find_if(out.begin(), out.end(), [](const json& r) { return mentions(r, "@allow_only"); });
+    REQUIRE(it != out.end());
+    CHECK(mentions(*it, "@allowed"));
+    CHECK(verdict(*it) == "drop");
+    auto established =
+        std::find_if(out.begin(), out.end(), [](const json& r) { return mentions(r, "established"); });
+    CHECK(it < established);  // a narrowed list ends open connections too
 }

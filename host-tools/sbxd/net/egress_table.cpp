@@ -121,6 +121,16 @@ Result<void> EgressTable::add(const EgressMember& member) {
     return ok();
 }
 
+Result<void> EgressTable::change(const EgressMember& from, const EgressMember& to) {
+    if (!nft_) {
+        return make_error("egress table: released");
+    }
+    if (auto r = nft_->run(change_member_batch(from, to)); !r) {
+        return r.error().context(fmt::format("changing {}'s egress", to.interface));
+    }
+    return ok();
+}
+
 Result<void> EgressTable::remove(const EgressMember& member) {
     if (!nft_) {
         return make_error("egress table: released");

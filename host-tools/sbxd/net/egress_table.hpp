@@ -56,6 +56,8 @@ public:
     Result<void> rebuild(const EgressPolicy& policy, std::span<const EgressMember> members);
     // Adds the member, or updates its deny-all membership.
     Result<void> add(const EgressMember& member);
+    // Replaces `from`'s elements with `to`'s (one sandbox's new policy).
+    Result<void> change(const EgressMember& from, const EgressMember& to);
     // Removes the member's elements (nothing when they are not there).
     Result<void> remove(const EgressMember& member);
     // Deletes the table now.

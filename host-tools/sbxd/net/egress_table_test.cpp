@@ -29,8 +29,11 @@ void require_nftables() {
 EgressPolicy policy() {
     return EgressPolicy{*parse_ipv4_cidr("10.231.0.0/16"), "uplink0"};
 }
-EgressMember member(std::uint32_t slot, bool deny_all = false) {
-    return egress_member(*address_of(*AddressPool::parse("10.231.0.0/16"), slot), deny_all);
+EgressMember member(std::uint32_t slot, const Egress& egress = {}) {
+    return egress_member(*address_of(*AddressPool::parse("10.231.0.0/16"), slot), egress);
+}
+EgressMember listed(std::uint32_t slot, std::vector<std::string> networks) {
+    return member(slot, *egress_allow_list(networks));
 }
 
 int table_count() {
@@ -79,7 +82,7 @@ TEST_CASE("the kernel's check mode accepts the table, members and removals, and 
     require_nftables();
     auto nft = Nftables::open(/*dry_run=*/true);
     REQUIRE(nft);
-    std::vector<EgressMember> members = {member(0), member(1, true), member(16383)};
+    std::vector<EgressMember> members = {member(0), member(1, Egress::deny_all()), member(16383), listed(2, {"203.0.113.0/24", "198.51.100.10/32"})};
     auto r = nft->run(table_batch(policy(), members));
     CHECK_MESSAGE(r, (r ? "" : r.error().to_string()));
     CHECK(table_count() == 0);
@@ -120,7 +123,7 @@ TEST_CASE("create, add, remove, destroy") {
         auto nft = Nftables::open();
         auto listing = nft->list("table inet sbxd");
         REQUIRE(listing);
-        CHECK(count_of(*listing, "set") == 4);
+        CHECK(count_of(*listing, "set") == 6);
         CHECK(count_of(*listing, "chain") == 6);
         CHECK(count_of(*listing, "rule") == rules_in_batch(table_batch(policy(), {})));
 
@@ -129,10 +132,10 @@ TEST_CASE("create, add, remove, destroy") {
         CHECK(elements("gateways") == json::parse(R"([{"concat":["sbx4","10.231.0.17"]}])"));
         CHECK(elements("deny_all").empty());
 
-        REQUIRE(table->add(member(4, true)));  // again, now deny-all: no error, one element each
+        REQUIRE(table->add(member(4, Egress::deny_all())));  // again, now deny-all: no error, one element each
         CHECK(elements("sources").size() == 1);
         CHECK(elements("deny_all") == json::array({"sbx4"}));
-        REQUIRE(table->add(member(4, false)));
+        REQUIRE(table->add(member(4)));
         CHECK(elements("deny_all").empty());
 
         REQUIRE(table->add(member(9)));
@@ -163,13 +166,14 @@ TEST_CASE("a released table stays, and the next create replaces it in one transa
     CHECK(table_count() == 1);
     CHECK(elements("sources").size() == 2);
 
-    std::vector<EgressMember> after = {member(1, true), member(7)};
+    std::vector<EgressMember> after = {member(1, Egress::deny_all()), member(7), listed(8, {"203.0.113.0/24"})};
     auto table = EgressTable::create(policy(), after);
     REQUIRE(table);
     CHECK(table_count() == 1);
-    CHECK(elements("sources") ==
-          json::parse(R"([{"concat":["sbx1","10.231.0.6"]},{"concat":["sbx7","10.231.0.30"]}])"));
+    CHECK(elements("sources").size() == 3);
     CHECK(elements("deny_all") == json::array({"sbx1"}));
+    CHECK(elements("allow_only") == json::array({"sbx8"}));
+    CHECK(elements("allowed").size() == 1);
 
     REQUIRE(table->rebuild(policy(), {}));
     CHECK(table_count() == 1);
@@ -187,4 +191,33 @@ TEST_CASE("a create the kernel refuses leaves the table that was there") {
     CHECK(second.error().code == "nftables");
     CHECK(table_count() == 1);
     CHECK(elements("sources").size() == 1);
+}
+
+TEST_CASE("an allow list in the kernel: added, replaced whole, removed") {
+    require_nftables();
+    auto table = EgressTable::create(policy());
+    REQUIRE(table);
+    const EgressMember first = listed(5, {"203.0.113.0/24", "198.51.100.10/32", "192.0.2.0/25"});
+    REQUIRE(table->add(first));
+    CHECK(elements("allow_only") == json::array({"sbx5"}));
+    CHECK(elements("allowed").size() == 3);
+    REQUIRE(table->add(first));  // again: no error, nothing doubled
+    CHECK(elements("allowed").size() == 3);
+    // Another sandbox may list the same networks: the tap keeps them apart.
+    REQUIRE(table->add(listed(6, {"203.0.113.0/24"})));
+    CHECK(elements("allowed").size() == 4);
+
+    const EgressMember second = listed(5, {"198.51.100.0/24"});
+    REQUIRE(table->change(first, second));
+    CHECK(elements("allowed").size() == 2);  // sbx5's one network and sbx6's
+    const std::string dumped = elements("allowed").dump();
+    CHECK(dumped.find("198.51.100.0") != std::string::npos);
+    CHECK(dumped.find("192.0.2.0") == std::string::npos);
+
+    REQUIRE(table->change(second, member(5, Egress::deny_all())));
+    CHECK(elements("allow_only") == json::array({"sbx6"}));
+    CHECK(elements("deny_all") == json::array({"sbx5"}));
+    REQUIRE(table->remove(listed(6, {"203.0.113.0/24"})));
+    CHECK(elements("allowed").empty());
+    CHECK(elements("allow_only").empty());
 }

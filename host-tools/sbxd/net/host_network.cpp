@@ -34,10 +34,10 @@ Result<std::vector<Ipv4Address>> parse_upstreams(const std::vector<std::string>&
 }
 
 EgressMember member_of(const SandboxNet& net) {
-    return egress_member(net.address, net.egress == Egress::deny_all);
+    return egress_member(net.address, net.egress);
 }
 
-SandboxNet describe(const SandboxAddress& address, const MacAddress& mac, Egress egress) {
+SandboxNet describe(const SandboxAddress& address, const MacAddress& mac, const Egress& egress) {
     return SandboxNet{address.slot,
                       interface_name(address.slot),
                       mac,
@@ -131,7 +131,7 @@ void HostNetwork::release() {
     released_ = true;
 }
 
-Result<HostNetwork::Attached> HostNetwork::bring_up(std::uint32_t slot, const MacAddress& mac, Egress egress,
+Result<HostNetwork::Attached> HostNetwork::bring_up(std::uint32_t slot, const MacAddress& mac, const Egress& egress,
                                                     std::optional<PersistentTap> tap) {
     auto address = address_of(pool_, slot);
     if (!address) {
@@ -228,7 +228,7 @@ Result<void> HostNetwork::detach(std::uint32_t slot) {
     auto it = attached_.find(slot);
     // The elements first: from here on its packets are dropped.
     const EgressMember member =
-        it != attached_.end() ? member_of(it->second.net) : egress_member(*address, false);
+        it != attached_.end() ? member_of(it->second.net) : egress_member(*address, Egress{});
     if (auto r = table_.remove(member); !r) {
         return r;
     }
@@ -254,7 +254,7 @@ Result<void> HostNetwork::detach(std::uint32_t slot) {
     return result;
 }
 
-Result<void> HostNetwork::set_egress(std::uint32_t slot, Egress egress) {
+Result<void> HostNetwork::set_egress(std::uint32_t slot, const Egress& egress) {
     std::lock_guard lock(mutex_);
     auto it = attached_.find(slot);
     if (it == attached_.end()) {
@@ -262,7 +262,7 @@ Result<void> HostNetwork::set_egress(std::uint32_t slot, Egress egress) {
     }
     SandboxNet changed = it->second.net;
     changed.egress = egress;
-    if (auto r = table_.add(member_of(changed)); !r) {
+    if (auto r = table_.change(member_of(it->second.net), member_of(changed)); !r) {
         return r;
     }
     it->second.net = changed;

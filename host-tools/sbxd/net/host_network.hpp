@@ -26,6 +26,7 @@
 #include "base/result.hpp"
 #include "host-tools/sbxd/net/address_pool.hpp"
 #include "host-tools/sbxd/net/dns_forwarder.hpp"
+#include "host-tools/sbxd/net/egress_spec.hpp"
 #include "host-tools/sbxd/net/egress_table.hpp"
 #include "host-tools/sbxd/net/tap.hpp"
 
@@ -41,11 +42,6 @@ struct HostNetworkConfig {
     std::vector<std::string> dns_rebind_ok;  // tests only: DnsConfig::rebind_ok_domains
 };
 
-enum class Egress {
-    internet,  // the policy of docs/network.md
-    deny_all,  // nothing past the tap, DNS included
-};
-
 // What a sandbox is given.
 struct SandboxNet {
     std::uint32_t slot = 0;
@@ -55,19 +51,19 @@ struct SandboxNet {
     std::string guest_cidr;  // "10.231.0.14/30": the guest's address
     std::string gateway;     // "10.231.0.13": the guest's default route
     std::string dns;         // the forwarder, on the gateway address
-    Egress egress = Egress::internet;
+    Egress egress;
 };
 
 struct AttachOptions {
     std::optional<MacAddress> mac;  // none: a random locally administered one
-    Egress egress = Egress::internet;
+    Egress egress;
 };
 
 // A sandbox that runs while sbxd restarts, as sbxd's store has it.
 struct Adoption {
     std::uint32_t slot = 0;
     MacAddress mac{};
-    Egress egress = Egress::internet;
+    Egress egress;
     bool caller_interface = false;  // attach_existing's kind (tests): not a tap of ours
 };
 
@@ -102,7 +98,9 @@ public:
     // attached has whatever is left of it removed: a tap of its name, its
     // set elements.
     Result<void> detach(std::uint32_t slot);
-    Result<void> set_egress(std::uint32_t slot, Egress egress);
+    // A new egress policy for an attached slot, in one transaction (an
+    // allow list is replaced whole). Code "not_attached".
+    Result<void> set_egress(std::uint32_t slot, const Egress& egress);
 
     // After a restart: takes each running sandbox's tap back (creating it
     // when it is gone), then rebuilds the table with every attached
@@ -126,7 +124,7 @@ private:
     HostNetwork(AddressPool pool, EgressPolicy policy, EgressTable table, DnsForwarder dns)
         : pool_(pool), policy_(std::move(policy)), table_(std::move(table)), dns_(std::move(dns)) {}
     Result<SandboxNet> attach_locked(std::uint32_t slot, const AttachOptions& options, bool existing);
-    Result<Attached> bring_up(std::uint32_t slot, const MacAddress& mac, Egress egress,
+    Result<Attached> bring_up(std::uint32_t slot, const MacAddress& mac, const Egress& egress,
                               std::optional<PersistentTap> tap);
     void teardown();
 

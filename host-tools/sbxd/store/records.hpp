@@ -25,12 +25,10 @@ struct VmmProcess {
 };
 
 // A sandbox's place on the host's network (docs/network.md), kept for its
-// whole life: its address slot (its tap and /30), the guest's MAC and
-// its egress policy.
+// whole life: its address slot (its tap and /30) and the guest's MAC.
 struct SandboxNetwork {
     std::uint32_t slot = 0;
-    std::string mac;                  // "52:54:00:12:34:56"
-    std::string egress = "internet";  // or "deny-all"
+    std::string mac;  // "52:54:00:12:34:56"
     bool operator==(const SandboxNetwork&) const = default;
 };
 
@@ -54,6 +52,9 @@ struct SandboxRecord {
     std::optional<std::int64_t> ttl_seconds;  // the auto-stop's length; empty: no auto-stop
     std::optional<VmmProcess> vmm;
     std::optional<SandboxNetwork> network;  // empty: none (sbxd runs without one, or not yet given)
+    // Its egress policy in net::format_egress's text: "internet",
+    // "deny-all" or "allow:NET,...". Kept from the create on, network or not.
+    std::string egress = "internet";
     bool operator==(const SandboxRecord&) const = default;
 };
 

@@ -74,7 +74,10 @@ Result<SandboxRecord> read_sandbox(const Statement& row) {
     }
     s.ttl_seconds = row.optional_int64(19);
     if (!row.is_null(20)) {
-        s.network = SandboxNetwork{static_cast<std::uint32_t>(row.int64(20)), row.text(21), row.text(22)};
+        s.network = SandboxNetwork{static_cast<std::uint32_t>(row.int64(20)), row.text(21)};
+    }
+    if (!row.is_null(22)) {
+        s.egress = row.text(22);
     }
     return s;
 }
@@ -259,12 +262,11 @@ Result<CreateOutcome> Store::create_sandbox(const SandboxRecord& s,
     }
     insert->bind(20, s.ttl_seconds);
     if (s.network) {
-        insert->bind(21, std::int64_t{s.network->slot})
-            .bind(22, std::string_view(s.network->mac))
-            .bind(23, std::string_view(s.network->egress));
+        insert->bind(21, std::int64_t{s.network->slot}).bind(22, std::string_view(s.network->mac));
     } else {
-        insert->bind(21, nullptr).bind(22, nullptr).bind(23, nullptr);
+        insert->bind(21, nullptr).bind(22, nullptr);
     }
+    insert->bind(23, std::string_view(s.egress));
     if (auto r = insert->run(); !r) {
         if (r.error().message.find("UNIQUE") != std::string::npos) {
             return make_coded_error("already_exists", "a sandbox with id '{}' exists", s.id);

@@ -109,12 +109,13 @@ public:
                                          int memory_mib);
     // The sandbox's network (store_network.cpp): the one it has, or a new
     // one with the slot `pick` chooses from the slots every other sandbox
-    // holds (sbxd passes net::allocate_slot), `mac` and `egress`, in one
+    // holds (sbxd passes net::allocate_slot) and `mac`, in one
     // transaction, so two sandboxes never hold one slot.
     using SlotPicker = std::function<Result<std::uint32_t>(const std::set<std::uint32_t>& used)>;
     [[nodiscard]] Result<SandboxNetwork> claim_network(const std::string& id, const SlotPicker& pick,
-                                                       const std::string& mac, const std::string& egress,
-                                                       UnixMillis now);
+                                                       const std::string& mac, UnixMillis now);
+    // A new egress policy (its text form), with an "egress" event.
+    [[nodiscard]] Result<void> set_egress(const std::string& id, const std::string& egress, UnixMillis now);
     // Removes the row with its idempotency keys, scoped API keys and exec
     // history (named snapshots stay); records a "deleted" event.
     [[nodiscard]] Result<void> delete_sandbox(const std::string& id, UnixMillis now);

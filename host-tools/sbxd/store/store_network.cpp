@@ -8,7 +8,7 @@
 namespace sbx::sbxd {
 
 Result<SandboxNetwork> Store::claim_network(const std::string& id, const SlotPicker& pick, const std::string& mac,
-                                            const std::string& egress, UnixMillis now) {
+                                            UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = sqlite::Transaction::begin(db_);
     if (!tx) {
@@ -40,15 +40,15 @@ Result<SandboxNetwork> Store::claim_network(const std::string& id, const SlotPic
     if (!slot) {
         return slot.error();
     }
-    SandboxNetwork network{*slot, mac, egress};
-    auto update = db_.prepare("UPDATE sandboxes SET net_slot = ?, net_mac = ?, net_egress = ? WHERE id = ?");
+    SandboxNetwork network{*slot, mac};
+    auto update = db_.prepare("UPDATE sandboxes SET net_slot = ?, net_mac = ? WHERE id = ?");
     if (!update) {
         return update.error();
     }
-    if (auto r = update->bind_all(std::int64_t{network.slot}, network.mac, network.egress, id).run(); !r) {
+    if (auto r = update->bind_all(std::int64_t{network.slot}, network.mac, id).run(); !r) {
         return r.error();
     }
-    nlohmann::json event = {{"slot", network.slot}, {"mac", network.mac}, {"egress", network.egress}};
+    nlohmann::json event = {{"slot", network.slot}, {"mac", network.mac}, {"egress", (*sandbox)->egress}};
     if (auto r = add_event_locked(id, "network", event.dump(), now); !r) {
         return r.error();
     }
@@ -56,6 +56,33 @@ Result<SandboxNetwork> Store::claim_network(const std::string& id, const SlotPic
         return r.error();
     }
     return network;
+}
+
+}  // namespace sbx::sbxd
+
+namespace sbx::sbxd {
+
+Result<void> Store::set_egress(const std::string& id, const std::string& egress, UnixMillis now) {
+    std::lock_guard lock(mutex_);
+    auto tx = sqlite::Transaction::begin(db_);
+    if (!tx) {
+        return tx.error();
+    }
+    auto update = db_.prepare("UPDATE sandboxes SET net_egress = ? WHERE id = ?");
+    if (!update) {
+        return update.error();
+    }
+    if (auto r = update->bind_all(egress, id).run(); !r) {
+        return r.error();
+    }
+    if (db_.changes() == 0) {
+        return make_coded_error("not_found", "no sandbox '{}'", id);
+    }
+    nlohmann::json event = {{"egress", egress}};
+    if (auto r = add_event_locked(id, "egress", event.dump(), now); !r) {
+        return r.error();
+    }
+    return tx->commit();
 }
 
 }  // namespace sbx::sbxd

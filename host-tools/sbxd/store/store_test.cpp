@@ -96,7 +96,8 @@ TEST_CASE("sandboxes round-trip with every field") {
     auto store = open_store(dir.db());
     SandboxRecord s = sample("sbx_a");
     s.vmm = VmmProcess{1234, 5678, "/tmp/x/control.sock"};
-    s.network = SandboxNetwork{7, "52:54:00:12:34:56", "deny-all"};
+    s.network = SandboxNetwork{7, "52:54:00:12:34:56"};
+    s.egress = "allow:203.0.113.0/24";
     auto created = store->create_sandbox(s, std::nullopt);
     REQUIRE(created.has_value());
     CHECK_FALSE(created->replayed);
@@ -123,36 +124,55 @@ TEST_CASE("a network is claimed once per sandbox, on a slot no other sandbox hol
         }
         return slot;
     };
-    auto a = store->claim_network("sbx_a", lowest_free, "52:54:00:00:00:0a", "internet", 5);
+    auto a = store->claim_network("sbx_a", lowest_free, "52:54:00:00:00:0a", 5);
     REQUIRE(a);
     CHECK(a->slot == 0);
-    auto b = store->claim_network("sbx_b", lowest_free, "52:54:00:00:00:0b", "deny-all", 6);
+    auto b = store->claim_network("sbx_b", lowest_free, "52:54:00:00:00:0b", 6);
     REQUIRE(b);
     CHECK(b->slot == 1);
     REQUIRE(seen.size() == 2);
     CHECK(seen[1] == std::set<std::uint32_t>{0});
     // A second claim returns the first; the picker is not asked.
-    auto again = store->claim_network("sbx_a", lowest_free, "52:54:00:ff:ff:ff", "deny-all", 7);
+    auto again = store->claim_network("sbx_a", lowest_free, "52:54:00:ff:ff:ff", 7);
     REQUIRE(again);
     CHECK(*again == *a);
     CHECK(seen.size() == 2);
-    CHECK(store->get_sandbox("sbx_b")->network == SandboxNetwork{1, "52:54:00:00:00:0b", "deny-all"});
+    CHECK(store->get_sandbox("sbx_b")->network == SandboxNetwork{1, "52:54:00:00:00:0b"});
     // A picker's error is the claim's, and nothing is written.
     REQUIRE(store->create_sandbox(sample("sbx_c"), std::nullopt));
     auto full = store->claim_network(
         "sbx_c", [](const std::set<std::uint32_t>&) -> Result<std::uint32_t> {
             return make_coded_error("address_pool_exhausted", "no slot");
         },
-        "52:54:00:00:00:0c", "internet", 8);
+        "52:54:00:00:00:0c", 8);
     REQUIRE_FALSE(full);
     CHECK(full.error().code == "address_pool_exhausted");
     CHECK_FALSE(store->get_sandbox("sbx_c")->network.has_value());
     // A slot taken twice is refused by the schema itself.
     auto twice = store->claim_network(
         "sbx_c", [](const std::set<std::uint32_t>&) -> Result<std::uint32_t> { return 0u; }, "52:54:00:00:00:0c",
-        "internet", 9);
+        9);
     CHECK_FALSE(twice);
-    auto missing = store->claim_network("sbx_none", lowest_free, "52:54:00:00:00:0d", "internet", 9);
+    auto missing = store->claim_network("sbx_none", lowest_free, "52:54:00:00:00:0d", 9);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == "not_found");
+}
+
+TEST_CASE("the egress policy: internet by default, kept with or without a network, changed with an event") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt));
+    CHECK(store->get_sandbox("sbx_a")->egress == "internet");
+    REQUIRE(store->set_egress("sbx_a", "deny-all", 10));
+    CHECK(store->get_sandbox("sbx_a")->egress == "deny-all");
+    auto claimed = store->claim_network(
+        "sbx_a", [](const std::set<std::uint32_t>&) -> Result<std::uint32_t> { return 3u; }, "52:54:00:00:00:0a", 11);
+    REQUIRE(claimed);
+    CHECK(store->get_sandbox("sbx_a")->egress == "deny-all");  // the claim keeps it
+    REQUIRE(store->set_egress("sbx_a", "allow:198.51.100.0/24", 12));
+    CHECK(store->get_sandbox("sbx_a")->egress == "allow:198.51.100.0/24");
+    CHECK(store->get_sandbox("sbx_a")->network == SandboxNetwork{3, "52:54:00:00:00:0a"});
+    auto missing = store->set_egress("sbx_none", "deny-all", 13);
     REQUIRE_FALSE(missing);
     CHECK(missing.error().code == "not_found");
 }

@@ -281,8 +281,9 @@ def function_body(name):
     return None
 
 
-FIELD = re.compile(r"\b\w+\.(string|boolean|integer|string_map)\(\s*\"(\w+)\"\s*(?:,\s*([^,()]+?)\s*,\s*([^()]+?)\s*)?\)")
-JSON_TYPE = {"string": "string", "boolean": "boolean", "integer": "integer", "string_map": "object"}
+FIELD = re.compile(r"\b\w+\.(string|boolean|integer|string_map|string_list)\(\s*\"(\w+)\"\s*(?:,\s*([^,()]+?)\s*,\s*([^()]+?)\s*)?\)")
+JSON_TYPE = {"string": "string", "boolean": "boolean", "integer": "integer", "string_map": "object",
+             "string_list": "array"}
 
 
 def handler_reads(handler):
@@ -311,7 +312,7 @@ def handler_reads(handler):
             queries.add(m.group(1))
         for m in re.finditer(r"\.header\((\"[\w-]+\"|\w+)\)", body):
             headers.add(literal_or_variable(m.group(1), body, m.start()))
-        for m in re.finditer(r"\b(parse_\w+|only_path|read_path|idempotency_claim)\(", body):
+        for m in re.finditer(r"\b(parse_\w+|read_egress|only_path|read_path|idempotency_claim)\(", body):
             if m.group(1) not in ("parse_body", "parse_offset", "parse_duration", "parse_sandbox_state"):
                 todo.append(m.group(1))
     return fields, queries, headers

@@ -56,6 +56,7 @@ SandboxRecord sandbox_record(const CreateSpec& spec, const std::string& id, cons
     s.labels = spec.request.labels;
     s.env = spec.request.env;
     s.no_env = spec.request.no_env;
+    s.egress = net::format_egress(spec.request.egress);
     s.created_at = now;
     s.last_activity_at = now;
     if (!spec.request.no_auto_stop) {

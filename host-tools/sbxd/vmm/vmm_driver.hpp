@@ -99,6 +99,7 @@ public:
     Result<AgentAddress> agent(const std::string& id) override;
     Result<std::string> disk(const std::string& id) override;
     Result<std::string> console_log(const std::string& id) override;
+    Result<void> apply_egress(const SandboxRecord& sandbox) override;  // vmm_network.cpp
     void cancel_starts() override { stopping_.request_stop(); }
 
 private:

@@ -18,12 +18,16 @@ namespace sbx::sbxd {
 
 namespace {
 
-std::string egress_name(net::Egress egress) {
-    return egress == net::Egress::deny_all ? "deny-all" : "internet";
-}
-
-net::Egress egress_of(const std::string& name) {
-    return name == "deny-all" ? net::Egress::deny_all : net::Egress::internet;
+// The stored policy; one that does not parse (a store edited by hand)
+// fails closed.
+net::Egress egress_of(const SandboxRecord& sandbox) {
+    auto egress = net::parse_egress(sandbox.egress);
+    if (!egress) {
+        log::warn("sandbox {}: egress '{}' in the store: {}; it gets deny-all", sandbox.id, sandbox.egress,
+                  egress.error().to_string());
+        return net::Egress::deny_all();
+    }
+    return *egress;
 }
 
 }  // namespace
@@ -32,18 +36,26 @@ Result<std::optional<VmmDriver::Network>> VmmDriver::connect_network(const std::
     if (config_.network == nullptr) {
         return std::optional<Network>();
     }
-    auto mac = random_local_mac();
-    if (!mac) {
-        return mac.error();
+    auto sandbox = store_.get_sandbox(id);
+    if (!sandbox) {
+        return sandbox.error().with_code(api::code::kInternal);
     }
-    const net::AddressPool& pool = config_.network->pool();
-    auto claimed = store_.claim_network(
-        id, [&](const std::set<std::uint32_t>& used) { return net::allocate_slot(pool, used); }, format_mac(*mac),
-        egress_name(net::Egress::internet), clock_());
-    if (!claimed) {
-        return claimed.error().with_code(claimed.error().code == "address_pool_exhausted"
-                                             ? api::code::kCapacityExceeded
-                                             : api::code::kInternal);
+    std::optional<SandboxNetwork> claimed = sandbox->network;
+    if (!claimed) {  // the first start: a slot and a MAC for its whole life
+        auto mac = random_local_mac();
+        if (!mac) {
+            return mac.error();
+        }
+        const net::AddressPool& pool = config_.network->pool();
+        auto claim = store_.claim_network(
+            id, [&](const std::set<std::uint32_t>& used) { return net::allocate_slot(pool, used); },
+            format_mac(*mac), clock_());
+        if (!claim) {
+            return claim.error().with_code(claim.error().code == "address_pool_exhausted"
+                                               ? api::code::kCapacityExceeded
+                                               : api::code::kInternal);
+        }
+        claimed = *claim;
     }
     auto known_mac = parse_mac(claimed->mac);
     if (!known_mac) {
@@ -51,7 +63,7 @@ Result<std::optional<VmmDriver::Network>> VmmDriver::connect_network(const std::
     }
     std::optional<net::SandboxNet> attached = config_.network->find(claimed->slot);
     if (!attached) {
-        auto made = config_.network->attach(claimed->slot, {*known_mac, egress_of(claimed->egress)});
+        auto made = config_.network->attach(claimed->slot, {*known_mac, egress_of(*sandbox)});
         if (!made) {
             return made.error().context("the sandbox's tap").with_code(api::code::kInternal);
         }
@@ -61,6 +73,16 @@ Result<std::optional<VmmDriver::Network>> VmmDriver::connect_network(const std::
         NetAttachment{attached->tap, format_mac(attached->mac)},
         GuestNetwork{format_mac(attached->mac), attached->guest_cidr, attached->gateway, {attached->dns}},
     });
+}
+
+Result<void> VmmDriver::apply_egress(const SandboxRecord& sandbox) {
+    if (config_.network == nullptr || !sandbox.network || !config_.network->find(sandbox.network->slot)) {
+        return ok();  // no tap now: the next attach reads the store
+    }
+    if (auto r = config_.network->set_egress(sandbox.network->slot, egress_of(sandbox)); !r) {
+        return r.error().context(fmt::format("sandbox {}'s egress", sandbox.id)).with_code(api::code::kInternal);
+    }
+    return ok();
 }
 
 void VmmDriver::disconnect_network(const SandboxRecord& sandbox) {
@@ -91,7 +113,7 @@ void VmmDriver::adopt_networks() {
             log::warn("sandbox {}: MAC '{}' in the store: {}", s.id, s.network->mac, mac.error().to_string());
             continue;
         }
-        adoptions.push_back(net::Adoption{s.network->slot, *mac, egress_of(s.network->egress)});
+        adoptions.push_back(net::Adoption{s.network->slot, *mac, egress_of(s)});
     }
     auto report = config_.network->adopt(adoptions);
     for (const auto& [slot, why] : report.failed) {

@@ -18,7 +18,7 @@
 # server, port 25, the other sandbox and every host address but the
 # gateway's DNS do not; DNS answers through the gateway over UDP and TCP,
 # and not with a private address; spoofed sources are dropped; nothing from
-# outside reaches a sandbox; deny-all; after detach no egress; the policy
+# outside reaches a sandbox; deny-all; an allow list; after detach no egress; the policy
 # holds while no sbxd runs; a restart rebuilds exactly one table that
 # behaves the same; at the end the table, the tap and dnsmasq are gone.
 # Usage: egress_test.sh SBXD_NET_PROBE. Exits 77 without root or namespaces.
@@ -255,6 +255,28 @@ check_not "deny-all: not even DNS" resolves "$G" 10.231.0.1 public.test
 check "deny-all is G's alone" answers "$G2" http://198.51.100.10/hello internet
 send egress 0 internet
 check "back to the internet" answers "$G" http://198.51.100.10/hello internet
+
+# An allow list narrows the policy: DNS through the gateway, its networks,
+# nothing else of the internet; the blocked ranges and port 25 stay blocked.
+# The direct queries to the internet's DNS server go over UDP: glibc's TCP
+# connect has no timeout of its own, so a dropped SYN would wait minutes.
+check "the internet's DNS server answers G directly" resolves "$G" 203.0.113.254 public.test
+send egress 0 allow:198.51.100.10/32
+check "allow list" replied "ok egress=allow:198.51.100.10/32"
+check "allow list: G reaches a listed address" answers "$G" http://198.51.100.10/hello internet
+check "allow list: DNS through the gateway still" resolves "$G" 10.231.0.1 public.test
+check_not "allow list: not an address it does not list" resolves "$G" 203.0.113.254 public.test
+check "allow list: still no port 25 on a listed address" refused "$G" http://198.51.100.10:25/hello
+check "allow list: still no private address" refused "$G" http://10.99.0.10/hello
+check "allow list is G's alone" resolves "$G2" 203.0.113.254 public.test
+send egress 0 allow:10.99.0.0/24
+check "an allow list naming a private network is refused" replied "error bad_egress *"
+send egress 0 allow:203.0.113.254/32
+check "a new allow list" replied "ok egress=allow:203.0.113.254/32"
+check "the new list: its address" resolves "$G" 203.0.113.254 public.test
+check "the new list replaced the old whole" refused "$G" http://198.51.100.10/hello
+send egress 0 internet
+check "back to the internet, again" answers "$G" http://198.51.100.10/hello internet
 
 send detach 1
 check "detach" replied "ok detached"

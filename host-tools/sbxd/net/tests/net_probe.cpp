@@ -2,10 +2,10 @@
 // egress_test.sh (and for trying the network by hand, as root). Each
 // command gets one line back: "ok ..." or "error CODE MESSAGE".
 //
-//   attach SLOT [deny-all]            a tap, as sbxd makes one
-//   attach-existing SLOT [deny-all]   the interface sbx<SLOT> made by the caller (a veth)
+//   attach SLOT [EGRESS]              a tap, as sbxd makes one
+//   attach-existing SLOT [EGRESS]     the interface sbx<SLOT> made by the caller (a veth)
 //   detach SLOT
-//   egress SLOT internet|deny-all
+//   egress SLOT EGRESS                EGRESS: internet, deny-all or allow:NET[,NET...]
 //   adopt SLOT[:deny-all][:existing]... as after a restart of sbxd (existing:
 //                                     the caller's interface, as attach-existing)
 //   release                           leave everything in place and exit
@@ -31,7 +31,7 @@ void reply_error(const Error& e) {
 void reply(const SandboxNet& n) {
     std::cout << "ok tap=" << n.tap << " mac=" << format_mac(n.mac) << " guest=" << n.guest_cidr
               << " gateway=" << n.gateway << " dns=" << n.dns
-              << " egress=" << (n.egress == Egress::deny_all ? "deny-all" : "internet") << std::endl;
+              << " egress=" << format_egress(n.egress) << std::endl;
 }
 
 bool parse_slot(const std::string& text, std::uint32_t& slot) {
@@ -48,8 +48,8 @@ bool parse_slot(const std::string& text, std::uint32_t& slot) {
     }
 }
 
-Egress parse_egress(const std::string& word) {
-    return word == "deny-all" ? Egress::deny_all : Egress::internet;
+Result<Egress> egress_word(const std::string& word) {
+    return word.empty() ? Result<Egress>(Egress{}) : parse_egress(word);
 }
 
 // Returns false when the probe should exit.
@@ -85,7 +85,7 @@ bool handle(HostNetwork& net, const std::string& line) {
             a.mac = *mac;
             // SLOT[:deny-all][:existing] (existing: the caller's interface, as attach-existing)
             const std::string flags = colon == std::string::npos ? "" : item.substr(colon);
-            a.egress = flags.find(":deny-all") != std::string::npos ? Egress::deny_all : Egress::internet;
+            a.egress = flags.find(":deny-all") != std::string::npos ? Egress::deny_all() : Egress{};
             a.caller_interface = flags.find(":existing") != std::string::npos;
             list.push_back(a);
         }
@@ -101,16 +101,21 @@ bool handle(HostNetwork& net, const std::string& line) {
         std::cout << "error bad_request expected: attach|attach-existing|detach|egress SLOT ..." << std::endl;
         return true;
     }
+    auto egress = egress_word(extra);
+    if (!egress) {
+        reply_error(egress.error());
+        return true;
+    }
     if (command == "attach" || command == "attach-existing") {
         AttachOptions options;
-        options.egress = parse_egress(extra);
+        options.egress = *egress;
         auto r = command == "attach" ? net.attach(slot, options) : net.attach_existing(slot, options);
         r ? reply(*r) : reply_error(r.error());
     } else if (command == "detach") {
         auto r = net.detach(slot);
         r ? void(std::cout << "ok detached" << std::endl) : reply_error(r.error());
     } else if (command == "egress") {
-        auto r = net.set_egress(slot, parse_egress(extra));
+        auto r = net.set_egress(slot, *egress);
         r ? void(std::cout << "ok egress=" << extra << std::endl) : reply_error(r.error());
     } else {
         std::cout << "error bad_request unknown command " << command << std::endl;
