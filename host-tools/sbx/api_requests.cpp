@@ -117,6 +117,26 @@ Result<Json> ttl_body(std::string_view value) {
     return Json{{"ttl", *seconds}};  // sbxd checks the range
 }
 
+Result<Json> egress_body(std::string_view value) {
+    if (value == "internet" || value == "deny-all") {
+        return Json{{"egress", value}};
+    }
+    Json networks = Json::array();
+    std::string_view rest = value;
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        if (comma != 0) {
+            networks.push_back(std::string(rest.substr(0, comma)));
+        }
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    if (networks.empty()) {
+        return usage(fmt::format("egress '{}': internet, deny-all, or networks like 203.0.113.0/24,198.51.100.7/32",
+                                 value));
+    }
+    return Json{{"egress", "allow-list"}, {"egressAllow", std::move(networks)}};
+}
+
 Result<Json> idle_body(std::string_view value) {
     if (value == "off") {
         return Json{{"idleMinutes", 0}};
@@ -185,6 +205,13 @@ Result<Json> create_body(const CreateOptions& options,
     }
     if (options.cold) {
         body["cold"] = true;
+    }
+    if (!options.egress.empty()) {
+        auto egress = egress_body(options.egress);
+        if (!egress) {
+            return egress.error();
+        }
+        body.update(*egress);
     }
     return body;
 }

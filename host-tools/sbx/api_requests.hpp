@@ -50,6 +50,7 @@ struct CreateOptions {
     std::vector<std::string> labels, env;
     bool no_env = false, no_auto_stop = false, cold = false;
     std::optional<unsigned> idle_minutes;
+    std::string egress;  // --egress: empty, or egress_fields' word
 };
 [[nodiscard]] Result<Json> create_body(
     const CreateOptions& options,
@@ -58,6 +59,10 @@ struct CreateOptions {
 // `sbx ttl ID SECONDS|off` -> the ttl body (docs/api.md, POST …/ttl): a
 // bare number of seconds, or 90s, 30m, 2h, 7d; "off" is noAutoStop.
 [[nodiscard]] Result<Json> ttl_body(std::string_view value);
+// `--egress internet|deny-all|NET[,NET...]` -> the egress fields of a
+// create or of POST …/egress (docs/api.md, "Egress"): networks are an
+// allow list; sbxd checks them.
+[[nodiscard]] Result<Json> egress_body(std::string_view value);
 // `sbx idle ID MINUTES|off` -> the idle body (POST …/idle); "off" is 0.
 [[nodiscard]] Result<Json> idle_body(std::string_view value);
 

@@ -58,6 +58,7 @@ int run_resume(const Context& ctx, const std::string& id, const std::string& siz
 // `value`: seconds or a duration, or "off" / minutes, or "off".
 int run_ttl(const Context& ctx, const std::string& id, const std::string& value);
 int run_idle(const Context& ctx, const std::string& id, const std::string& value);
+int run_egress(const Context& ctx, const std::string& id, const std::string& value);
 int run_fork(const Context& ctx, const std::string& id, unsigned count, bool disk_only,
              const std::string& idempotency_key);
 int run_rm(const Context& ctx, const std::vector<std::string>& ids, const std::vector<std::string>& labels,

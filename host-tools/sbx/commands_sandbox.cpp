@@ -1,4 +1,4 @@
-// new, ls, info, stop, resume, ttl, idle, fork, rm, history, events, snapshot.
+// new, ls, info, stop, resume, ttl, idle, egress, fork, rm, history, events, snapshot.
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -236,6 +236,30 @@ int run_idle(const Context& ctx, const std::string& id, const std::string& value
         ctx.out.text(fmt::format("{}  idle pause after {} min\n", id, minutes.dump()));
     } else {
         ctx.out.text(fmt::format("{}  no idle pause\n", id));
+    }
+    return kExitOk;
+}
+
+int run_egress(const Context& ctx, const std::string& id, const std::string& value) {
+    auto body = egress_body(value);
+    if (!body) {
+        return ctx.out.fail(body.error());
+    }
+    Outcome reply = call(ctx, post(sandbox_target(id, "egress"), *body));
+    if (!reply.ok()) {
+        return ctx.out.fail(reply.failure());
+    }
+    const Json sandbox = reply.body().value("sandbox", Json::object());
+    const Json mode = sandbox.value("egress", Json());
+    const Json allow = sandbox.value("egressAllow", Json::array());
+    if (ctx.out.json()) {
+        ctx.out.event({{"type", "egress"}, {"id", id}, {"egress", mode}, {"egressAllow", allow}, {"sandbox", sandbox}});
+    } else {
+        std::string networks;
+        for (const auto& n : allow) {
+            networks += (networks.empty() ? " " : ",") + n.get<std::string>();
+        }
+        ctx.out.text(fmt::format("{}  egress {}{}\n", id, cell(sandbox, "egress"), networks));
     }
     return kExitOk;
 }

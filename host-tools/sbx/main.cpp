@@ -1,7 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
 //   sbx new | ls | info | exec | scp | logs | forward | ssh | ssh-proxy | ssh-config | stop | resume |
-//   ttl | idle | fork | snapshot | rm | history | events | host | unhost | ca
+//   ttl | idle | egress | fork | snapshot | rm | history | events | host | unhost | ca
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -90,6 +90,10 @@ int main(int argc, char** argv) {
     create->add_option("--ttl", c.ttl, "auto-stop after 90s, 30m, 2h30m, 7d (default 1h)")->type_name("DUR");
     create->add_flag("--no-auto-stop", c.no_auto_stop, "no auto-stop deadline");
     create->add_flag("--cold", c.cold, "boot cold: no warm template, no memory of a snapshot");
+    create
+        ->add_option("--egress", c.egress,
+                     "internet (default), deny-all, or only these networks: 203.0.113.0/24,198.51.100.7/32")
+        ->type_name("POLICY");
     create->add_option("--idempotency-key", f.create.idempotency_key,
                        "the same key and flags give the same sandbox");
     create->add_flag("--no-ssh", f.create.no_ssh, "do not authorize sbx's ssh key in it");
@@ -172,6 +176,12 @@ int main(int argc, char** argv) {
     idle->add_option("minutes", f.value, "stop with memory after this many idle minutes; off (or 0): never")
         ->required()
         ->type_name("MINUTES|off");
+
+    auto* egress = app.add_subcommand("egress", "the egress policy: sbx egress ID internet|deny-all|NET[,NET...]");
+    egress->add_option("id", f.id, "sandbox id")->required();
+    egress->add_option("policy", f.value, "internet, deny-all, or only these networks (an allow list)")
+        ->required()
+        ->type_name("POLICY");
 
     auto* fork = app.add_subcommand("fork", "new sandboxes from a running one");
     fork->add_option("id", f.id, "sandbox id")->required();
@@ -287,6 +297,8 @@ int main(int argc, char** argv) {
         return run_ttl(ctx, f.id, f.value);
     if (*idle)
         return run_idle(ctx, f.id, f.value);
+    if (*egress)
+        return run_egress(ctx, f.id, f.value);
     if (*fork)
         return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
     if (*snapshot_ls)

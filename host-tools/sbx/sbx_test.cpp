@@ -159,6 +159,20 @@ TEST_CASE("ttl and idle: the value becomes the body") {
     CHECK(idle_body("").error().code == "usage");
 }
 
+TEST_CASE("egress: a word, or networks as an allow list") {
+    CHECK(egress_body("internet").value() == Json{{"egress", "internet"}});
+    CHECK(egress_body("deny-all").value() == Json{{"egress", "deny-all"}});
+    CHECK(egress_body("203.0.113.0/24,198.51.100.7/32").value() ==
+          Json{{"egress", "allow-list"}, {"egressAllow", {"203.0.113.0/24", "198.51.100.7/32"}}});
+    CHECK(egress_body("203.0.113.0/24,").value() ==
+          Json{{"egress", "allow-list"}, {"egressAllow", {"203.0.113.0/24"}}});
+    CHECK(egress_body("").error().code == "usage");
+    CHECK(egress_body(",").error().code == "usage");
+    CreateOptions options;
+    options.egress = "deny-all";
+    CHECK(create_body(options, fake_env).value() == Json{{"egress", "deny-all"}});
+}
+
 TEST_CASE("exec: flags become the exec body") {
     ExecOptions options;
     CHECK(!exec_body(options, fake_env));

@@ -6,7 +6,9 @@
 # reach a private address, TCP port 25, the host (but for DNS) or another
 # sandbox, and a public name that answers with a private address is not
 # answered. Each refusal has its control: the same thing works from level
-# 1 itself. A memory fork's child gets its own address and reaches the
+# 1 itself. The egress policy changes while the sandbox runs: deny-all,
+# an allow list without and with the server, back to the internet; the
+# sandbox's own key may not change it. A memory fork's child gets its own address and reaches the
 # server too; a stop and resume keep the address; deleting takes the tap.
 # shellcheck shell=bash
 # session.sh and lib.sh set w, sock, code, body, inet_*:
@@ -69,6 +71,43 @@ check "network: (control) level 1 serves on the gateway address" "hello from lev
   "$(l1_fetch "http://$nw_gw:$inet_host_port/")"
 check "network: the guest reaches nothing on the host but DNS" no \
   "$(nw_fetch "$nw" "http://$nw_gw:$inet_host_port/")"
+
+# Its egress policy (docs/network.md, "Per-sandbox egress"), changed while
+# it runs: deny-all, then allow lists that name the public server or not.
+body=$(sbxc --json egress "$nw" deny-all 2>&1 | tail -n 1)
+check "network: sbx egress deny-all" deny-all "$(py "b['egress']" 2>/dev/null)"
+check "network: deny-all: the guest does not reach the public server" no "$(nw_fetch "$nw" "http://$inet_public/")"
+check "network: deny-all: not even DNS" "" \
+  "$(nw_guest "$nw" "getent ahostsv4 public.test | awk '{ print \$1; exit }'")"
+api POST "/v1/sandboxes/$nw/egress" "{\"egressAllow\":[\"203.0.113.0/24\"]}"
+check "network: an allow list that does not name the server" "200 allow-list 203.0.113.0/24" \
+  "$code $(py "b['sandbox']['egress'], ','.join(b['sandbox']['egressAllow'])" 2>/dev/null | tr -d "(),'")"
+check "network: allow list: DNS through the gateway" "$inet_public" \
+  "$(nw_guest "$nw" "getent ahostsv4 public.test | awk '{ print \$1; exit }'")"
+check "network: allow list: not the unlisted server" no "$(nw_fetch "$nw" "http://$inet_public/")"
+body=$(sbxc --json egress "$nw" "$inet_public/32" 2>&1 | tail -n 1)
+check "network: sbx egress NET: an allow list naming it" "$inet_public/32" "$(py "b['egressAllow'][0]" 2>/dev/null)"
+check "network: allow list: the listed server" "hello from the internet ok" "$(nw_fetch "$nw" "http://$inet_public/")"
+check "network: allow list: still no TCP port 25 on it" no "$(nw_fetch "$nw" "http://$inet_public:25/")"
+api POST "/v1/sandboxes/$nw/egress" '{"egressAllow":["10.99.0.0/24"]}'
+check "network: an allow list naming a private range is 400" "400 invalid_argument" "$code $(py "b['code']" 2>/dev/null)"
+# A sandbox never lifts its own policy: its own key gets 403.
+nw_own=$(agent "$nw" exec -- /usr/bin/python3 -c '
+import urllib.request, urllib.error
+env = dict(l.split("=", 1) for l in open("/etc/sandboxer/env").read().splitlines() if "=" in l and not l.startswith("#"))
+req = urllib.request.Request(env["SANDBOXER_API_URL"] + "/v1/sandboxes/" + env["SANDBOXER_ID"] + "/egress",
+                             data=b"{\"egress\":\"internet\"}", method="POST",
+                             headers={"Authorization": "Bearer " + env["SANDBOXER_TOKEN"], "Content-Type": "application/json"})
+try:
+    print(urllib.request.urlopen(req, timeout=60).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+' 2>&1)
+check "network: the sandbox's own key cannot change its egress" 403 "$nw_own"
+api GET "/v1/sandboxes/$nw"
+check "network: ... and it is unchanged" "allow-list" "$(py "b['sandbox']['egress']" 2>/dev/null)"
+api POST "/v1/sandboxes/$nw/egress" '{"egress":"internet"}'
+check "network: back to the internet" "200 hello from the internet ok" "$code $(nw_fetch "$nw" "http://$inet_public/")"
 
 # A memory fork: the child has its own address and reaches out too.
 api POST "/v1/sandboxes/$nw/fork" '{"count":1}'
