@@ -19,6 +19,20 @@ for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$buil
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs
+# The browser part's playwright-core, from the npm registry, which only
+# level 0 reaches: installed here, before level 1, and again only when
+# package-lock.json changed. Without it the part fails and says so.
+case " ${SBXD_PARTS:-browser} " in *" browser "*)
+  br_dir=$src/tests/browser
+  if ! cmp -s "$br_dir/package-lock.json" "$br_dir/node_modules/.sbx-installed-lock"; then
+    if (cd "$br_dir" && npm ci --no-audit --no-fund >"$work/npm-ci.log" 2>&1); then
+      cp "$br_dir/package-lock.json" "$br_dir/node_modules/.sbx-installed-lock"
+    else
+      echo "sbxd-lifecycle: npm ci in $br_dir failed (the browser part will fail):" >&2
+      tail -n 5 "$work/npm-ci.log" >&2
+    fi
+  fi ;;
+esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
