@@ -195,11 +195,13 @@ Result<void> Block::run_batch(bool pop_new) {
         if (auto r = reap_completions(); !r && result) {
             result = r.error();
         }
-        // Completions freed slots: pop what stalled for the lack of them.
-        if (!stalled_ || in_flight_ == before) {
+        // Short transfers went back into the ring: submit them. Completions
+        // freed slots: pop what stalled for the lack of them.
+        const bool freed = stalled_ && in_flight_ != before;
+        if (ring_.unsubmitted() == 0 && !freed) {
             break;
         }
-        pop = true;
+        pop = freed;
     }
     if (signal_pending_ && queue_->needs_notification()) {
         context_.interrupt->signal_used();
@@ -272,10 +274,6 @@ Result<Block::Started> Block::start_request() {
         }
         return Started::Done;
     };
-    auto in_disk = [&](std::uint64_t sector, std::uint64_t len) {
-        return len % blk::kSectorSize == 0 && sector <= capacity_ &&
-               len / blk::kSectorSize <= capacity_ - sector;
-    };
     // Takes a free slot for an io_uring request prepared by prep(slot index,
     // slot); Stalled when the submission ring has no room.
     auto submit = [&](std::uint32_t expected, bool is_read, auto&& prep) -> Result<Started> {
@@ -285,6 +283,8 @@ Result<Block::Started> Block::start_request() {
         slot.status = status;
         slot.expected = expected;
         slot.is_read = is_read;
+        slot.done = 0;
+        slot.iovecs.clear();
         if (prep(index, slot) == nullptr) {
             return Started::Stalled;
         }
@@ -293,109 +293,76 @@ Result<Block::Started> Block::start_request() {
         return Started::Done;
     };
 
-    const std::uint32_t type = header->type;
-    const bool modifies = type == blk::kTypeOut || type == blk::kTypeDiscard || type == blk::kTypeWriteZeroes;
-    if (modifies && read_only_) {
-        return answer(blk::kStatusIoErr);  // §5.2.6.2: nothing is written
+    blk::RequestShape shape{header->type, header->sector, in_bytes, out_bytes, std::nullopt};
+    const bool zeroing = header->type == blk::kTypeDiscard || header->type == blk::kTypeWriteZeroes;
+    if (zeroing && out_bytes == sizeof(blk::DiscardWriteZeroes)) {
+        auto range = reader.read_obj<blk::DiscardWriteZeroes>();
+        if (!range) {
+            return range.error();
+        }
+        shape.range = *range;
     }
-    switch (type) {
-        case blk::kTypeIn:
-        case blk::kTypeOut: {
-            const bool is_read = type == blk::kTypeIn;
-            // Data of a read is device-writable, of a write device-readable.
-            const std::uint64_t len = is_read ? in_bytes : out_bytes;
-            const std::uint64_t wrong_way = is_read ? out_bytes : in_bytes;
-            if (wrong_way != 0 || !in_disk(header->sector, len)) {
-                return answer(blk::kStatusIoErr);
-            }
-            if (len == 0) {
-                return answer(blk::kStatusOk);
-            }
-            std::uint64_t offset = header->sector * blk::kSectorSize;
+    const blk::Decision d = blk::decide(shape, {capacity_, read_only_, context_.features});
+    switch (d.op) {
+        case blk::Operation::Answer:
+            return answer(d.status);
+        case blk::Operation::Read:
+        case blk::Operation::Write: {
+            const bool is_read = d.op == blk::Operation::Read;
+            std::uint64_t offset = d.offset;
             int fd = IoRing::kFixedFile;
             if (qcow2_) {
                 // One contiguous range of one file goes to io_uring; the rest
                 // is served by the library.
-                const auto extent = qcow2_extent(is_read, offset, len);
+                const auto extent = qcow2_extent(is_read, offset, d.length);
                 if (!extent) {
-                    const std::uint8_t s = qcow2_transfer(is_read, offset, len, reader, writer);
-                    return answer(s, s == blk::kStatusOk && is_read ? static_cast<std::uint32_t>(len) + 1 : 1);
+                    const std::uint8_t s = qcow2_transfer(is_read, offset, d.length, reader, writer);
+                    return answer(s, s == blk::kStatusOk && is_read ? static_cast<std::uint32_t>(d.length) + 1 : 1);
                 }
                 offset = extent->offset;
                 fd = extent->fd;
             }
-            return submit(static_cast<std::uint32_t>(len), is_read, [&](std::uint16_t index, InFlight& slot) {
-                slot.iovecs.clear();
+            return submit(static_cast<std::uint32_t>(d.length), is_read, [&](std::uint16_t index, InFlight& slot) {
+                slot.offset = offset;
+                slot.fd = fd;
                 if (is_read) {
-                    writer.take_iovecs(len, slot.iovecs);
+                    writer.take_iovecs(d.length, slot.iovecs);
                     return ring_.readv(index, slot.iovecs.data(), static_cast<unsigned>(slot.iovecs.size()),
                                        offset, fd);
                 }
-                reader.take_iovecs(len, slot.iovecs);
+                reader.take_iovecs(d.length, slot.iovecs);
                 return ring_.writev(index, slot.iovecs.data(), static_cast<unsigned>(slot.iovecs.size()),
                                     offset, fd);
             });
         }
-        case blk::kTypeFlush:
-            if (read_only_) {
-                return answer(blk::kStatusOk);  // nothing was written to write back
-            }
+        case blk::Operation::Flush:
             if (qcow2_) {
                 return answer(qcow2_flush());
             }
             // The driver flushes once the writes it covers have completed, so the
             // flush needs no ordering against requests still in flight.
             return submit(0, false, [&](std::uint16_t index, InFlight&) { return ring_.fdatasync(index); });
-        case blk::kTypeGetId: {
+        case blk::Operation::GetId: {
             std::array<std::uint8_t, blk::kIdBytes> id{};  // NUL-padded when shorter (§5.2.6)
             std::memcpy(id.data(), serial_.data(), serial_.size());
-            const std::size_t n =
-                writer.write(std::span(id).first(std::min<std::uint64_t>(in_bytes, id.size())));
+            const std::size_t n = writer.write(std::span(id).first(d.length));
             return answer(blk::kStatusOk, static_cast<std::uint32_t>(n + 1));
         }
-        case blk::kTypeDiscard:
-        case blk::kTypeWriteZeroes: {
-            const bool discard = type == blk::kTypeDiscard;
-            if ((context_.features & (discard ? blk::kFeatureDiscard : blk::kFeatureWriteZeroes)) == 0) {
-                return answer(blk::kStatusUnsupp);
-            }
-            if (in_bytes != 0 || out_bytes == 0 || out_bytes % sizeof(blk::DiscardWriteZeroes) != 0) {
-                return answer(blk::kStatusIoErr);
-            }
-            if (out_bytes > sizeof(blk::DiscardWriteZeroes)) {
-                return answer(blk::kStatusUnsupp);  // max_discard_seg and max_write_zeroes_seg are 1
-            }
-            auto range = reader.read_obj<blk::DiscardWriteZeroes>();
-            if (!range) {
-                return range.error();
-            }
-            const bool unmap = (range->flags & blk::kFlagUnmap) != 0;
-            // §5.2.6.2: unknown flags, and unmap on a discard, are unsupported.
-            if ((range->flags & ~blk::kFlagUnmap) != 0 || (discard && unmap)) {
-                return answer(blk::kStatusUnsupp);
-            }
-            const std::uint64_t len = std::uint64_t{range->num_sectors} * blk::kSectorSize;
-            if (range->num_sectors > blk::kMaxRangeSectors || !in_disk(range->sector, len)) {
-                return answer(blk::kStatusIoErr);
-            }
-            if (len == 0) {
-                return answer(blk::kStatusOk);
+        case blk::Operation::Discard:
+        case blk::Operation::WriteZeroes: {
+            const bool discard = d.op == blk::Operation::Discard;
+            if (qcow2_) {
+                return answer(qcow2_zero(discard, d.unmap, d.offset, d.length));
             }
             // A hole reads as zeroes, so write-zeroes with unmap may punch one.
-            const int mode = discard || (unmap && can_punch_hole_)
-                                 ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-                                 : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
-            const std::uint64_t offset = range->sector * blk::kSectorSize;
-            if (qcow2_) {
-                return answer(qcow2_zero(discard, unmap, offset, len));
-            }
+            const int mode = discard || (d.unmap && can_punch_hole_) ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+                                                                     : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
             return submit(0, false, [&](std::uint16_t index, InFlight&) {
-                return ring_.fallocate(index, mode, offset, len);
+                return ring_.fallocate(index, mode, d.offset, d.length);
             });
         }
-        default:
-            return answer(blk::kStatusUnsupp);
     }
+    return answer(blk::kStatusUnsupp);
 }
 
 Result<void> Block::complete_now(std::uint16_t head, std::uint8_t* status, std::uint8_t value,
@@ -416,9 +383,14 @@ Result<void> Block::reap_completions() {
     const unsigned reaped = ring_.reap([&](std::uint64_t user_data, int res) {
         const auto index = static_cast<std::uint16_t>(user_data);
         InFlight& slot = slots_[index];
-        const bool good = res >= 0 && static_cast<std::uint32_t>(res) == slot.expected;
-        const std::uint32_t data =
-            slot.is_read && res > 0 ? std::min(static_cast<std::uint32_t>(res), slot.expected) : 0;
+        if (res > 0 && !slot.iovecs.empty() && slot.done + static_cast<std::uint32_t>(res) < slot.expected &&
+            continue_transfer(index, static_cast<std::uint32_t>(res))) {
+            ++counters_.short_transfers;
+            return;
+        }
+        const std::uint32_t total = slot.done + (res > 0 ? static_cast<std::uint32_t>(res) : 0);
+        const bool good = res >= 0 && total == slot.expected;
+        const std::uint32_t data = slot.is_read ? std::min(total, slot.expected) : 0;
         if (auto r =
                 complete_now(slot.head, slot.status, good ? blk::kStatusOk : blk::kStatusIoErr, data + 1);
             !r && result) {
@@ -431,6 +403,18 @@ Result<void> Block::reap_completions() {
         ++counters_.completion_batches;
     }
     return result;
+}
+
+// A regular file's read or write may move fewer bytes than asked (a signal,
+// a page-cache race); the rest goes out again as the snapshot writer does.
+bool Block::continue_transfer(std::uint16_t index, std::uint32_t moved) {
+    InFlight& slot = slots_[index];
+    slot.done += moved;
+    skip_iovec_bytes(slot.iovecs, moved);
+    const auto count = static_cast<unsigned>(slot.iovecs.size());
+    const std::uint64_t at = slot.offset + slot.done;
+    return (slot.is_read ? ring_.readv(index, slot.iovecs.data(), count, at, slot.fd)
+                         : ring_.writev(index, slot.iovecs.data(), count, at, slot.fd)) != nullptr;
 }
 
 // Requests in flight write guest memory until they end, and the driver

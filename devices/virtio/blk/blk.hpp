@@ -15,81 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "base/io_ring.hpp"
 #include "base/unique_fd.hpp"
-#include "devices/virtio/blk/io_ring.hpp"
+#include "devices/virtio/blk/blk_request.hpp"
 #include "devices/virtio/blk/qcow2/qcow2_image.hpp"
 #include "devices/virtio/virtio_device.hpp"
 
 namespace sbx::virtio {
-
-// The wire format (§5.2.3, §5.2.4, §5.2.6), little-endian like the host.
-namespace blk {
-inline constexpr std::uint64_t kFeatureSegMax = 1ULL << 2;        // VIRTIO_BLK_F_SEG_MAX
-inline constexpr std::uint64_t kFeatureRo = 1ULL << 5;            // VIRTIO_BLK_F_RO
-inline constexpr std::uint64_t kFeatureBlkSize = 1ULL << 6;       // VIRTIO_BLK_F_BLK_SIZE
-inline constexpr std::uint64_t kFeatureFlush = 1ULL << 9;         // VIRTIO_BLK_F_FLUSH
-inline constexpr std::uint64_t kFeatureDiscard = 1ULL << 13;      // VIRTIO_BLK_F_DISCARD
-inline constexpr std::uint64_t kFeatureWriteZeroes = 1ULL << 14;  // VIRTIO_BLK_F_WRITE_ZEROES
-
-inline constexpr std::uint32_t kTypeIn = 0;
-inline constexpr std::uint32_t kTypeOut = 1;
-inline constexpr std::uint32_t kTypeFlush = 4;
-inline constexpr std::uint32_t kTypeGetId = 8;
-inline constexpr std::uint32_t kTypeDiscard = 11;
-inline constexpr std::uint32_t kTypeWriteZeroes = 13;
-
-inline constexpr std::uint8_t kStatusOk = 0;
-inline constexpr std::uint8_t kStatusIoErr = 1;
-inline constexpr std::uint8_t kStatusUnsupp = 2;
-
-inline constexpr std::uint64_t kSectorSize = 512;
-inline constexpr std::size_t kIdBytes = 20;                  // VIRTIO_BLK_ID_BYTES
-inline constexpr std::uint32_t kFlagUnmap = 1;               // virtio_blk_discard_write_zeroes.flags
-inline constexpr std::uint32_t kMaxRangeSectors = 1U << 22;  // per discard / write-zeroes (2 GiB)
-
-// struct virtio_blk_req up to the data (§5.2.6).
-struct RequestHeader {
-    std::uint32_t type;
-    std::uint32_t reserved;
-    std::uint64_t sector;
-};
-static_assert(sizeof(RequestHeader) == 16);
-
-// struct virtio_blk_discard_write_zeroes (§5.2.6).
-struct DiscardWriteZeroes {
-    std::uint64_t sector;
-    std::uint32_t num_sectors;
-    std::uint32_t flags;
-};
-static_assert(sizeof(DiscardWriteZeroes) == 16);
-
-// struct virtio_blk_config (§5.2.4) up to write_zeroes_may_unmap; the
-// secure-erase and zoned fields that follow are not offered.
-struct ConfigSpace {
-    std::uint64_t capacity;
-    std::uint32_t size_max;
-    std::uint32_t seg_max;
-    std::uint16_t cylinders;
-    std::uint8_t heads;
-    std::uint8_t sectors;
-    std::uint32_t blk_size;
-    std::uint8_t physical_block_exp;
-    std::uint8_t alignment_offset;
-    std::uint16_t min_io_size;
-    std::uint32_t opt_io_size;
-    std::uint8_t writeback;
-    std::uint8_t unused0;
-    std::uint16_t num_queues;
-    std::uint32_t max_discard_sectors;
-    std::uint32_t max_discard_seg;
-    std::uint32_t discard_sector_alignment;
-    std::uint32_t max_write_zeroes_sectors;
-    std::uint32_t max_write_zeroes_seg;
-    std::uint8_t write_zeroes_may_unmap;
-    std::array<std::uint8_t, 3> unused1;
-};
-inline constexpr std::size_t kConfigSpaceBytes = 60;  // sizeof rounds up to 64
-}  // namespace blk
 
 struct BlockConfig {
     std::string path;  // raw image file (or block device), or a qcow2 v3 image
@@ -106,6 +38,7 @@ struct BlockCounters {
     std::uint64_t completion_batches = 0;  // reaps that found completions
     std::uint64_t io_errors = 0;           // requests answered VIRTIO_BLK_S_IOERR
     std::uint64_t stalls = 0;              // times popping stopped for want of a free slot or entry
+    std::uint64_t short_transfers = 0;     // reads/writes that moved less than asked, continued
 };
 
 class ChainReader;
@@ -165,6 +98,11 @@ private:
         std::uint32_t expected = 0;      // result that means success (bytes, or 0)
         bool is_read = false;            // the result counts bytes written into the chain
         std::vector<iovec> iovecs;       // data buffers in guest memory (storage reused)
+        // Reads and writes: where the transfer goes, and what of it is done
+        // (a short transfer is submitted again from where it stopped).
+        std::uint64_t offset = 0;
+        int fd = IoRing::kFixedFile;
+        std::uint32_t done = 0;
     };
     enum class Started { Done, Stalled };
 
@@ -178,6 +116,9 @@ private:
     [[nodiscard]] Result<void> complete_now(std::uint16_t head, std::uint8_t* status, std::uint8_t value,
                                             std::uint32_t written);
     [[nodiscard]] Result<void> reap_completions();
+    // Hands the rest of a short read or write to the ring again: false when
+    // it has no room (the request then fails).
+    [[nodiscard]] bool continue_transfer(std::uint16_t index, std::uint32_t moved);
     // Cancels the requests in flight and waits for them to end, without
     // answers, for at most `bound` (none: no limit); with `stoppable`, also
     // only until stop_waiting() is called.

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -97,6 +98,26 @@ TEST_CASE("writes reach the image file") {
     Request r = offer(bed, blk::kTypeIn, 33, {}, {2048});
     CHECK(run(bed, r) == blk::kStatusOk);
     CHECK(data_of(bed, r) == want);
+}
+
+TEST_CASE("a short read goes on from where it stopped; the end of the file then fails it") {
+    TempImage image(8 * kSector);
+    TestBed bed(open_disk(image.path));
+    bed.start();
+    // Cut under the device (which still believes in 8 sectors): a read of
+    // sectors 6 and 7 first moves 768 bytes, and the rest, asked for again
+    // from the middle of the second buffer, finds the end of the file.
+    REQUIRE(::truncate(image.path.c_str(), 7 * kSector + 256) == 0);
+    Request r = offer(bed, blk::kTypeIn, 6, {}, {512, 512});
+    UsedElem used{};
+    CHECK(run(bed, r, &used) == blk::kStatusIoErr);
+    CHECK(used.len == 768 + 1);
+    CHECK(disk_of(bed).counters().short_transfers == 1);
+    Bytes got = data_of(bed, r);
+    got.resize(768);
+    CHECK(got == expected_bytes(6 * kSector, 768));
+    // The device carries on: a whole read before the cut still succeeds.
+    check_read_ok(bed, image, 2, 1024);
 }
 
 TEST_CASE("every request of one kick goes in one submit, and the driver is interrupted once per batch") {

@@ -1,7 +1,7 @@
 // IoRing over a real io_uring: bounded waits, cancelling requests in flight
 // (a read from an empty pipe never ends by itself), and a signal that ends a
 // wait with the code "interrupted" rather than passing for a completion.
-#include "devices/virtio/blk/io_ring.hpp"
+#include "base/io_ring.hpp"
 
 #include <doctest/doctest.h>
 #include <pthread.h>
@@ -20,7 +20,6 @@
 #include "base/unique_fd.hpp"
 
 using namespace sbx;
-using namespace sbx::virtio;
 using namespace std::chrono_literals;
 
 namespace {

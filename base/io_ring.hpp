@@ -1,7 +1,9 @@
-// One io_uring for one disk image: the image registered as fixed file 0,
-// completions announced on an eventfd (io_uring_register_eventfd) that the
-// device thread watches. Not thread-safe: the owning device uses it under
-// its device lock only.
+// One io_uring for one file (a disk image, a snapshot): the file registered
+// as fixed file 0, completions announced on an eventfd
+// (io_uring_register_eventfd) that an event loop can watch. The one owner of
+// io_uring in the tree: virtio-blk and its qcow2 backend use it directly,
+// snapshots through snapshot::IoQueue. Not thread-safe: one owner thread
+// (virtio-blk: under its device lock).
 #pragma once
 
 #include <liburing.h>
@@ -9,11 +11,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "base/event_fd.hpp"
 #include "base/result.hpp"
 
-namespace sbx::virtio {
+namespace sbx {
 
 class IoRing {
 public:
@@ -65,6 +68,9 @@ public:
     // waiting (true) or `timeout` passes (false). A signal ends the wait
     // early with the error code "interrupted".
     [[nodiscard]] Result<bool> submit_and_wait_one(std::chrono::milliseconds timeout);
+    // The same without a bound: returns once a completion is waiting (call
+    // it only with a request in flight).
+    [[nodiscard]] Result<void> submit_and_wait_one();
 
     // user_data of the ring's own requests (cancel_all), skipped by reap().
     static constexpr std::uint64_t kInternal = ~std::uint64_t{0};
@@ -78,6 +84,10 @@ private:
     std::unique_ptr<io_uring> ring_;  // null once moved from
     EventFd event_;
 };
+
+// Drops the first `bytes` of `iov` (what a short transfer moved), so that
+// the rest can be submitted again from where it stopped.
+void skip_iovec_bytes(std::vector<iovec>& iov, std::size_t bytes);
 
 template <typename Fn>
 unsigned IoRing::reap(Fn&& fn) {
@@ -96,4 +106,4 @@ unsigned IoRing::reap(Fn&& fn) {
     return passed;
 }
 
-}  // namespace sbx::virtio
+}  // namespace sbx

@@ -1,8 +1,8 @@
-#include "devices/virtio/blk/io_ring.hpp"
+#include "base/io_ring.hpp"
 
 #include <cerrno>
 
-namespace sbx::virtio {
+namespace sbx {
 
 Result<IoRing> IoRing::create(unsigned entries, int file) {
     auto event = EventFd::create(/*nonblocking=*/true);
@@ -119,4 +119,32 @@ Result<bool> IoRing::submit_and_wait_one(std::chrono::milliseconds timeout) {
     return io_uring_cq_ready(ring_.get()) > 0;
 }
 
-}  // namespace sbx::virtio
+Result<void> IoRing::submit_and_wait_one() {
+    for (;;) {
+        int r = io_uring_submit_and_wait(ring_.get(), 1);
+        if (r == -EINTR) {
+            return make_coded_error("interrupted", "io_uring wait interrupted by a signal");
+        }
+        if (r < 0 && r != -EAGAIN && r != -EBUSY) {
+            return errno_error("io_uring wait", -r);
+        }
+        if (io_uring_cq_ready(ring_.get()) > 0) {
+            return ok();
+        }
+    }
+}
+
+void skip_iovec_bytes(std::vector<iovec>& iov, std::size_t bytes) {
+    std::size_t whole = 0;
+    while (whole < iov.size() && bytes >= iov[whole].iov_len) {
+        bytes -= iov[whole].iov_len;
+        ++whole;
+    }
+    iov.erase(iov.begin(), iov.begin() + static_cast<std::ptrdiff_t>(whole));
+    if (!iov.empty() && bytes > 0) {
+        iov.front().iov_base = static_cast<char*>(iov.front().iov_base) + bytes;
+        iov.front().iov_len -= bytes;
+    }
+}
+
+}  // namespace sbx
