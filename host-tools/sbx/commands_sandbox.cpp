@@ -352,10 +352,14 @@ int run_history(const Context& ctx, const std::string& id) {
     }
     std::vector<std::vector<std::string>> rows;
     for (const auto& entry : history) {
-        rows.push_back(
-            {cell(entry, "startedAt"), cell(entry, "exitCode"), shell_words(entry.value("command", Json()))});
+        // The key it came with (SANDBOXER_TOKEN's from inside the guest), or
+        // the Unix socket.
+        const Json key = entry.value("keyId", Json());
+        rows.push_back({cell(entry, "startedAt"), cell(entry, "exitCode"),
+                        key.is_string() ? key.get<std::string>() : "socket",
+                        shell_words(entry.value("command", Json()))});
     }
-    ctx.out.text(format_table({"STARTED", "EXIT", "COMMAND"}, rows));
+    ctx.out.text(format_table({"STARTED", "EXIT", "KEY", "COMMAND"}, rows));
     return kExitOk;
 }
 

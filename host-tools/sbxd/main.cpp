@@ -1,7 +1,8 @@
 // sbxd: the per-host supervisor (docs/sbxd.md, docs/api.md).
 //
 //   sbxd [--state-dir DIR] [--listen unix:PATH|tcp:HOST:PORT]... [--images DIR]
-//   sbxd keys create [--name NAME] [--sandbox ID]   prints a new API key once
+//   sbxd keys create [--name NAME] [--sandbox ID] [--read-only] [--expires 30d]
+//                                                   prints a new API key once
 //   sbxd keys ls | sbxd keys rm KEY_ID
 //
 // Exit status: 0 after SIGTERM/SIGINT, 1 when it could not start (bad
@@ -26,6 +27,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "host-tools/sbxd/api/requests.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
 #include "host-tools/sbxd/daemon/views.hpp"
@@ -73,6 +75,8 @@ struct Options {
     HostingOptions hosting;
     std::string key_name = "default";
     std::string key_sandbox;
+    bool key_read_only = false;
+    std::string key_expires;  // a duration ("90s", "12h", "30d"); empty: never
     std::string key_id;
 };
 
@@ -149,7 +153,17 @@ int run_keys(Store& store, const std::string& command, const Options& options) {
         if (!options.key_sandbox.empty()) {
             scope = options.key_sandbox;
         }
-        auto key = make_api_key(options.key_name, scope, system_now());
+        KeyLimits limits{options.key_read_only, std::nullopt};
+        const UnixMillis now = system_now();
+        if (!options.key_expires.empty()) {
+            auto seconds = api::parse_duration(options.key_expires);
+            if (!seconds) {
+                std::fprintf(stderr, "sbxd: --expires: %s\n", seconds.error().to_string().c_str());
+                return kExitKeysFailed;
+            }
+            limits.expires_at = now + *seconds * 1000;
+        }
+        auto key = make_api_key(options.key_name, scope, now, limits);
         if (!key) {
             std::fprintf(stderr, "sbxd: %s\n", key.error().to_string().c_str());
             return kExitKeysFailed;
@@ -158,8 +172,9 @@ int run_keys(Store& store, const std::string& command, const Options& options) {
             std::fprintf(stderr, "sbxd: %s\n", added.error().to_string().c_str());
             return kExitKeysFailed;
         }
-        std::fprintf(stderr, "sbxd: created API key %s (%s); it is shown only now\n", key->record.id.c_str(),
-                     scope ? ("sandbox " + *scope).c_str() : "host-wide");
+        std::fprintf(stderr, "sbxd: created API key %s (%s%s%s); it is shown only now\n", key->record.id.c_str(),
+                     scope ? ("sandbox " + *scope).c_str() : "host-wide", limits.read_only ? ", read-only" : "",
+                     limits.expires_at ? (", expires " + rfc3339(*limits.expires_at)).c_str() : "");
         std::cout << key->secret << std::endl;
         return 0;
     }
@@ -173,7 +188,9 @@ int run_keys(Store& store, const std::string& command, const Options& options) {
             nlohmann::json line = {{"id", key.id},
                                    {"name", key.name},
                                    {"createdAt", rfc3339(key.created_at)},
-                                   {"sandboxId", key.sandbox_id ? nlohmann::json(*key.sandbox_id) : nullptr}};
+                                   {"sandboxId", key.sandbox_id ? nlohmann::json(*key.sandbox_id) : nullptr},
+                                   {"readOnly", key.read_only},
+                                   {"expiresAt", key.expires_at ? nlohmann::json(rfc3339(*key.expires_at)) : nullptr}};
             std::cout << line.dump() << "\n";
         }
         return 0;
@@ -461,6 +478,8 @@ int main(int argc, char** argv) {
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");
     create->add_option("--name", options.key_name, "a label for the key")->capture_default_str();
     create->add_option("--sandbox", options.key_sandbox, "scope the key to this sandbox");
+    create->add_flag("--read-only", options.key_read_only, "GET and HEAD only (no change, no WebSocket)");
+    create->add_option("--expires", options.key_expires, "refuse the key after this long (90s, 12h, 30d)");
     auto* list = keys->add_subcommand("ls", "list keys (never the secrets), JSON Lines");
     auto* remove = keys->add_subcommand("rm", "revoke a key");
     remove->add_option("id", options.key_id, "the key's id (key_...)")->required();

@@ -16,7 +16,8 @@ Error unauthorized(std::string_view why) {
 
 }  // namespace
 
-Result<NewApiKey> make_api_key(std::string name, std::optional<std::string> sandbox_id, UnixMillis now) {
+Result<NewApiKey> make_api_key(std::string name, std::optional<std::string> sandbox_id, UnixMillis now,
+                               KeyLimits limits) {
     auto secret = random_hex(kKeyBytes);
     if (!secret) {
         return secret.error();
@@ -27,12 +28,12 @@ Result<NewApiKey> make_api_key(std::string name, std::optional<std::string> sand
     }
     NewApiKey key;
     key.secret = std::string(kKeyPrefix) + *secret;
-    key.record =
-        ApiKeyRecord{"key_" + *id, sha256_hex(key.secret), std::move(name), std::move(sandbox_id), now};
+    key.record = ApiKeyRecord{"key_" + *id,         sha256_hex(key.secret), std::move(name), std::move(sandbox_id),
+                              now,                  limits.read_only,       limits.expires_at};
     return key;
 }
 
-Result<Principal> authenticate_bearer(Store& store, std::string_view authorization) {
+Result<Principal> authenticate_bearer(Store& store, std::string_view authorization, UnixMillis now) {
     constexpr std::string_view kScheme = "Bearer ";
     if (authorization.empty()) {
         return unauthorized("this listener needs 'Authorization: Bearer <API key>'");
@@ -52,7 +53,11 @@ Result<Principal> authenticate_bearer(Store& store, std::string_view authorizati
     if (!*found) {
         return unauthorized("unknown API key");
     }
-    return Principal{(*found)->id, (*found)->sandbox_id};
+    const ApiKeyRecord& key = **found;
+    if (key.expires_at && now >= *key.expires_at) {
+        return unauthorized("the API key expired");
+    }
+    return Principal{key.id, key.sandbox_id, key.read_only};
 }
 
 }  // namespace sbx::sbxd

@@ -21,12 +21,19 @@ struct NewApiKey {
     ApiKeyRecord record;
 };
 
+// What a key may do beyond its sandbox scope.
+struct KeyLimits {
+    bool read_only = false;                   // GET and HEAD only, no WebSocket upgrade
+    std::optional<UnixMillis> expires_at = {};  // refused from then on
+};
+
 // A fresh key and the record to store for it.
 [[nodiscard]] Result<NewApiKey> make_api_key(std::string name, std::optional<std::string> sandbox_id,
-                                             UnixMillis now);
+                                             UnixMillis now, KeyLimits limits = {});
 
 // The principal of an Authorization header value ("Bearer sbxk_..."), or
-// "unauthorized" when it is missing, malformed or names no stored key.
-[[nodiscard]] Result<Principal> authenticate_bearer(Store& store, std::string_view authorization);
+// "unauthorized" when it is missing, malformed, names no stored key (never
+// issued, or revoked) or names one that expired at or before `now`.
+[[nodiscard]] Result<Principal> authenticate_bearer(Store& store, std::string_view authorization, UnixMillis now);
 
 }  // namespace sbx::sbxd

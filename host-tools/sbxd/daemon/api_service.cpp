@@ -4,6 +4,7 @@
 #include <chrono>
 #include <variant>
 
+#include "base/log.hpp"
 #include "host-tools/sbxd/api/fields.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
@@ -16,6 +17,7 @@ namespace {
 using http::Request;
 using http::Response;
 
+// A sandbox-scoped key out of its sandbox.
 Error forbidden(std::string_view what) {
     return make_coded_error(api::code::kForbidden, "this API key is scoped to one sandbox and cannot {}",
                             what);
@@ -161,9 +163,18 @@ void ApiService::sandbox_route(std::string_view method, std::string_view pattern
         body);
 }
 
+// Every request is logged with the key it came with ("unix": the socket's
+// owner), whatever its answer.
 Response ApiService::handle(Request request) const {
+    Response response = authorize_and_dispatch(request);
+    log::info("request {} {} {} key={} {}", request.request_id, request.method, request.path,
+              request.principal.key().value_or("unix"), response.status);
+    return response;
+}
+
+Response ApiService::authorize_and_dispatch(Request& request) const {
     if (request.transport != http::Transport::Unix) {
-        auto principal = authenticate_bearer(store_, request.header("Authorization"));
+        auto principal = authenticate_bearer(store_, request.header("Authorization"), clock_());
         if (!principal) {
             Response response = Response::error(principal.error(), request.request_id);
             if (principal.error().code == api::code::kUnauthorized) {
@@ -172,6 +183,15 @@ Response ApiService::handle(Request request) const {
             return response;
         }
         request.principal = std::move(*principal);
+    }
+    // A read-only key reads: GET and HEAD (RFC 9110 §9.2.1, safe methods),
+    // and no WebSocket, which carries exec input and TCP both ways.
+    const bool reads = (request.method == "GET" || request.method == "HEAD") && !request.websocket;
+    if (request.principal.read_only && !reads) {
+        return Response::error(make_coded_error(api::code::kForbidden, "this API key is read-only: {} {} changes "
+                                                "something (only GET and HEAD, without WebSocket)",
+                                                request.method, request.path),
+                               request.request_id);
     }
     return router_.dispatch(request);
 }

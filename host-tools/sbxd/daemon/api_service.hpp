@@ -68,6 +68,8 @@ private:
     using Response = http::Response;
 
     void add_routes();
+    // Authentication (TCP), the read-only rule, then the router.
+    [[nodiscard]] Response authorize_and_dispatch(Request& request) const;
     // A sandbox as the API shows it (views.hpp), with this host's name and pool.
     [[nodiscard]] nlohmann::json sandbox_view(const SandboxRecord& sandbox) const {
         return sandbox_json(sandbox, info_.host_name, info_.net_pool ? &*info_.net_pool : nullptr);

@@ -261,6 +261,46 @@ TEST_CASE("TCP needs a key; a scoped key reaches only its own sandbox") {
     CHECK(as(scoped_key, "DELETE", "/v1/sandboxes/sbx_1").status == 403);
 }
 
+TEST_CASE("a read-only key reads and changes nothing; an expired or revoked key is 401") {
+    Fixture f;
+    auto viewer = make_api_key("viewer", std::nullopt, f.now, KeyLimits{true, std::nullopt}).value();
+    auto brief = make_api_key("brief", std::nullopt, f.now, KeyLimits{false, f.now + 60'000}).value();
+    auto revoked = make_api_key("gone", std::nullopt, f.now).value();
+    for (const auto* key : {&viewer, &brief, &revoked}) {
+        REQUIRE(f.store->add_api_key(key->record).has_value());
+    }
+    auto as = [&](const NewApiKey& key, std::string method, std::string target,
+                  http::Pairs headers = {}) {
+        headers.emplace_back("Authorization", "Bearer " + key.secret);
+        return f.call(std::move(method), std::move(target), {}, std::move(headers), http::Transport::Tcp);
+    };
+    CHECK(as(viewer, "GET", "/v1/sandboxes").status == 200);
+    CHECK(as(viewer, "GET", "/v1/sandboxes/sbx_1/history").status == 200);
+    CHECK(as(viewer, "HEAD", "/v1/sandboxes/sbx_1").status != 403);
+    for (auto [method, target] : {std::pair{"POST", "/v1/sandboxes"}, std::pair{"DELETE", "/v1/sandboxes/sbx_1"},
+                                  std::pair{"POST", "/v1/sandboxes/sbx_1/stop"},
+                                  std::pair{"PUT", "/v1/sandboxes/sbx_1/files/tmp/x"}}) {
+        auto refused = as(viewer, method, target);
+        CHECK_MESSAGE(refused.status == 403, method << " " << target);
+        CHECK(body_of(refused)["code"] == "forbidden");
+    }
+    // A WebSocket handshake (the server marks it) is refused though it is a GET.
+    auto handshake = testing::api_request("GET", "/v1/sandboxes/sbx_1/exec/ws", {},
+                                          {{"Authorization", "Bearer " + viewer.secret}}, http::Transport::Tcp);
+    handshake.websocket = true;
+    CHECK(f.service->handle(std::move(handshake)).status == 403);
+
+    CHECK(as(brief, "POST", "/v1/sandboxes/sbx_1/stop").status != 401);
+    f.now += 60'000;  // the expiry itself refuses
+    auto expired = as(brief, "GET", "/v1/sandboxes");
+    CHECK(expired.status == 401);
+    CHECK(body_of(expired)["message"].get<std::string>().find("expired") != std::string::npos);
+
+    CHECK(as(revoked, "GET", "/v1/sandboxes").status == 200);
+    REQUIRE(f.store->remove_api_key(revoked.record.id).has_value());
+    CHECK(as(revoked, "GET", "/v1/sandboxes").status == 401);
+}
+
 TEST_CASE("history, snapshots and events come from the store") {
     Fixture f;
     auto exec = f.store->add_exec("sbx_1", R"x(["python3","-c","print(1)"])x", 1'700'000'000'500).value();
@@ -269,6 +309,7 @@ TEST_CASE("history, snapshots and events come from the store") {
     REQUIRE(history.size() == 1);
     CHECK(history[0]["command"] == json::array({"python3", "-c", "print(1)"}));
     CHECK(history[0]["exitCode"] == 0);
+    CHECK(history[0]["keyId"] == nullptr);  // the Unix socket
     REQUIRE(f.store->add_snapshot({"ready", "sbx_1", true, "default", 8, 5}).has_value());
     CHECK(body_of(f.call("GET", "/v1/snapshots"))["snapshots"][0]["memory"] == true);
     auto events = body_of(f.call("GET", "/v1/events"))["events"];

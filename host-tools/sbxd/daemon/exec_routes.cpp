@@ -192,7 +192,7 @@ Response GuestRoutes::exec(const Request& request, const PathParams& params) con
     if (!client) {
         return Response::error(client.error(), request.request_id);
     }
-    auto history_id = store_.add_exec(id, parsed->command.dump(), clock_());
+    auto history_id = store_.add_exec(id, parsed->command.dump(), clock_(), request.principal.key());
     if (!history_id) {
         return Response::error(history_id.error(), request.request_id);
     }

@@ -84,7 +84,7 @@ private:
     // WebSocket handler is serve_ws_exec.
     Response exec_ws(const Request& request, const PathParams& params) const;
     void serve_ws_exec(const std::string& sandbox_id, const std::string& request_id,
-                       http::WsChannel& channel) const;
+                       const std::optional<std::string>& key, http::WsChannel& channel) const;
     // TCP over WebSockets (tcp_routes.cpp): GET .../tcp/ws (connect_tcp),
     // .../tcp/listen/ws (listen_tcp, each guest connection announced by
     // id) and .../tcp/accept/ws?connection=ID (one of those picked up).

@@ -105,7 +105,8 @@ nlohmann::json exec_json(const ExecRecord& e) {
     return {{"id", e.id},
             {"command", parsed_or_text(e.command)},
             {"startedAt", rfc3339(e.started_at)},
-            {"exitCode", e.exit_code ? nlohmann::json(*e.exit_code) : nlohmann::json(nullptr)}};
+            {"exitCode", e.exit_code ? nlohmann::json(*e.exit_code) : nlohmann::json(nullptr)},
+            {"keyId", e.key_id ? nlohmann::json(*e.key_id) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json event_json(const EventRecord& e) {

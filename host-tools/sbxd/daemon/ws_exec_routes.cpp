@@ -73,14 +73,13 @@ void relay_input(WsChannel& channel, agent::ExecSession& session, int agent_fd,
 http::Response GuestRoutes::exec_ws(const Request& request, const PathParams& params) const {
     http::Response response;
     response.status = 101;
-    response.websocket = [this, id = params.at("id"), request_id = request.request_id](WsChannel& channel) {
-        serve_ws_exec(id, request_id, channel);
-    };
+    response.websocket = [this, id = params.at("id"), request_id = request.request_id,
+                          key = request.principal.key()](WsChannel& channel) { serve_ws_exec(id, request_id, key, channel); };
     return response;
 }
 
 void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& request_id,
-                                WsChannel& channel) const {
+                                const std::optional<std::string>& key, WsChannel& channel) const {
     auto first = channel.receive(WsChannel::Clock::now() + kWsFirstMessageTimeout);
     if (!first) {
         if (first.error().code == "timeout") {
@@ -99,7 +98,7 @@ void GuestRoutes::serve_ws_exec(const std::string& id, const std::string& reques
     if (!client) {
         return ws_fail(channel, client.error(), request_id);
     }
-    auto history_id = store_.add_exec(id, parsed->command.dump(), clock_());
+    auto history_id = store_.add_exec(id, parsed->command.dump(), clock_(), key);
     if (!history_id) {
         return ws_fail(channel, history_id.error(), request_id);
     }

@@ -77,6 +77,8 @@ struct ApiKeyRecord {
     std::string name;
     std::optional<std::string> sandbox_id;  // empty: host-wide
     UnixMillis created_at = 0;
+    bool read_only = false;                   // GET and HEAD only, no WebSocket
+    std::optional<UnixMillis> expires_at = {};  // from then on the key is refused
     bool operator==(const ApiKeyRecord&) const = default;
 };
 
@@ -100,6 +102,7 @@ struct ExecRecord {
     std::string command;  // JSON array of argv
     UnixMillis started_at = 0;
     std::optional<int> exit_code;  // empty: still running or lost
+    std::optional<std::string> key_id = {};  // the API key it came with; empty: the Unix socket
     bool operator==(const ExecRecord&) const = default;
 };
 

@@ -134,7 +134,16 @@ CREATE TABLE hosted_ports (
 CREATE UNIQUE INDEX hosted_ports_by_host ON hosted_ports(subdomain, port);
 )sql";
 
-constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4, kVersion5, kVersion6};
+// Version 7: key scopes (docs/sbxd.md, "API keys"): read-only keys and
+// an expiry; the key each exec came with, for `sbx history`.
+constexpr std::string_view kVersion7 = R"sql(
+ALTER TABLE api_keys ADD COLUMN read_only INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+ALTER TABLE exec_history ADD COLUMN key_id TEXT;
+)sql";
+
+constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                            kVersion5, kVersion6, kVersion7};
 
 }  // namespace
 

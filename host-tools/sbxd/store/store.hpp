@@ -143,9 +143,11 @@ public:
     [[nodiscard]] Result<std::vector<SnapshotRecord>> list_snapshots();
     [[nodiscard]] Result<void> remove_snapshot(const std::string& name);
 
-    // Exec history.
+    // Exec history; `key_id`: the API key the exec came with (none: the
+    // Unix socket).
     [[nodiscard]] Result<std::int64_t> add_exec(const std::string& sandbox_id, const std::string& command,
-                                                UnixMillis started_at);
+                                                UnixMillis started_at,
+                                                const std::optional<std::string>& key_id = std::nullopt);
     [[nodiscard]] Result<void> finish_exec(std::int64_t exec_id, int exit_code);
     [[nodiscard]] Result<std::vector<ExecRecord>> list_execs(const std::string& sandbox_id);
 

@@ -36,8 +36,12 @@ Result<Statement> bound(Result<Statement> stmt, const Args&... args) {
     return stmt;
 }
 
+#define SBXD_API_KEY_COLUMNS "id, hash, name, sandbox_id, created_at, read_only, expires_at"
+
 ApiKeyRecord read_api_key(const Statement& row) {
-    return ApiKeyRecord{row.text(0), row.text(1), row.text(2), row.optional_text(3), row.int64(4)};
+    return ApiKeyRecord{row.text(0),  row.text(1),          row.text(2),
+                        row.optional_text(3), row.int64(4), row.int64(5) != 0,
+                        row.optional_int64(6)};
 }
 
 #define SBXD_SNAPSHOT_COLUMNS \
@@ -61,11 +65,14 @@ SnapshotRecord read_snapshot(const Statement& row) {
 Result<void> Store::add_api_key(const ApiKeyRecord& key) {
     std::lock_guard lock(mutex_);
     auto stmt =
-        db_.prepare("INSERT INTO api_keys (id, hash, name, sandbox_id, created_at) VALUES (?, ?, ?, ?, ?)");
+        db_.prepare("INSERT INTO api_keys (" SBXD_API_KEY_COLUMNS ") VALUES (?, ?, ?, ?, ?, ?, ?)");
     if (!stmt) {
         return stmt.error();
     }
-    if (auto r = stmt->bind_all(key.id, key.hash, key.name, key.sandbox_id, key.created_at).run(); !r) {
+    if (auto r = stmt->bind_all(key.id, key.hash, key.name, key.sandbox_id, key.created_at,
+                                std::int64_t{key.read_only ? 1 : 0}, key.expires_at)
+                     .run();
+        !r) {
         if (sqlite::is_unique_violation(r.error())) {
             return make_coded_error("already_exists", "API key {} exists", key.id);
         }
@@ -81,7 +88,7 @@ Result<void> Store::add_api_key(const ApiKeyRecord& key) {
 Result<std::optional<ApiKeyRecord>> Store::find_api_key(const std::string& hash) {
     std::lock_guard lock(mutex_);
     auto keys = collect<ApiKeyRecord>(
-        bound(db_.prepare("SELECT id, hash, name, sandbox_id, created_at FROM api_keys WHERE hash = ?"),
+        bound(db_.prepare("SELECT " SBXD_API_KEY_COLUMNS " FROM api_keys WHERE hash = ?"),
               hash),
         read_api_key);
     if (!keys) {
@@ -96,7 +103,7 @@ Result<std::optional<ApiKeyRecord>> Store::find_api_key(const std::string& hash)
 Result<std::vector<ApiKeyRecord>> Store::list_api_keys() {
     std::lock_guard lock(mutex_);
     return collect<ApiKeyRecord>(
-        db_.prepare("SELECT id, hash, name, sandbox_id, created_at FROM api_keys ORDER BY created_at, id"),
+        db_.prepare("SELECT " SBXD_API_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id"),
         read_api_key);
 }
 
@@ -174,14 +181,14 @@ Result<void> Store::remove_snapshot(const std::string& name) {
 }
 
 Result<std::int64_t> Store::add_exec(const std::string& sandbox_id, const std::string& command,
-                                     UnixMillis started_at) {
+                                     UnixMillis started_at, const std::optional<std::string>& key_id) {
     std::lock_guard lock(mutex_);
     auto stmt = db_.prepare(
-        "INSERT INTO exec_history (sandbox_id, command, started_at) VALUES (?, ?, ?) RETURNING id");
+        "INSERT INTO exec_history (sandbox_id, command, started_at, key_id) VALUES (?, ?, ?, ?) RETURNING id");
     if (!stmt) {
         return stmt.error();
     }
-    stmt->bind_all(sandbox_id, command, started_at);
+    stmt->bind_all(sandbox_id, command, started_at, key_id);
     auto row = stmt->step();
     if (!row) {
         if (row.error().message.find("FOREIGN KEY") != std::string::npos) {
@@ -214,12 +221,12 @@ Result<void> Store::finish_exec(std::int64_t exec_id, int exit_code) {
 Result<std::vector<ExecRecord>> Store::list_execs(const std::string& sandbox_id) {
     std::lock_guard lock(mutex_);
     return collect<ExecRecord>(
-        bound(db_.prepare("SELECT id, sandbox_id, command, started_at, exit_code FROM exec_history WHERE "
+        bound(db_.prepare("SELECT id, sandbox_id, command, started_at, exit_code, key_id FROM exec_history WHERE "
                           "sandbox_id = ? "
                           "ORDER BY started_at, id"),
               sandbox_id),
         [](const Statement& row) {
-            ExecRecord e{row.int64(0), row.text(1), row.text(2), row.int64(3), std::nullopt};
+            ExecRecord e{row.int64(0), row.text(1), row.text(2), row.int64(3), std::nullopt, row.optional_text(5)};
             if (auto code = row.optional_int64(4)) {
                 e.exit_code = static_cast<int>(*code);
             }

@@ -404,6 +404,25 @@ TEST_CASE("API keys are found by hash and scoped keys need their sandbox") {
     CHECK(store->remove_api_key("key_1").error().code == "not_found");
 }
 
+TEST_CASE("a key's read-only flag and expiry round-trip; an exec keeps the key it came with") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
+    ApiKeyRecord viewer{"key_r", "hashr", "dashboard", std::nullopt, 10, true, 86'400'010};
+    ApiKeyRecord guest{"key_g", "hashg", "guest", "sbx_a", 10, false, std::nullopt};
+    REQUIRE(store->add_api_key(viewer).has_value());
+    REQUIRE(store->add_api_key(guest).has_value());
+    CHECK(store->find_api_key("hashr").value() == viewer);
+    CHECK(store->find_api_key("hashg").value() == guest);
+    CHECK(store->list_api_keys().value() == std::vector<ApiKeyRecord>{guest, viewer});  // by time, then id
+    REQUIRE(store->add_exec("sbx_a", R"(["id"])", 20, std::string("key_g")).has_value());
+    REQUIRE(store->add_exec("sbx_a", R"(["ls"])", 21).has_value());
+    auto execs = store->list_execs("sbx_a").value();
+    REQUIRE(execs.size() == 2);
+    CHECK(execs[0].key_id == "key_g");
+    CHECK_FALSE(execs[1].key_id.has_value());
+}
+
 TEST_CASE("named snapshots: unique names, list, remove; machine, size and CPU signature kept") {
     testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());

@@ -161,6 +161,30 @@ key_id=$(grep -o '"id":"key_[0-9a-f]*"' "$tmp/keys" | head -1 | cut -d'"' -f4)
 req tcp_revoked -H "Authorization: Bearer $key" "$tcp/v1/health"
 error_is tcp_revoked 401 unauthorized
 
+# A read-only key reads and changes nothing; an expiring key is refused
+# from its expiry on. Every request is in sbxd's log with its key's id.
+ro=$("$sbxd" --state-dir "$state" keys create --name viewer --read-only 2>/dev/null)
+req ro_list -H "Authorization: Bearer $ro" "$tcp/v1/sandboxes"
+status_is ro_list 200
+req ro_create -H "Authorization: Bearer $ro" -X POST --data '{"size":"small"}' "$tcp/v1/sandboxes"
+error_is ro_create 403 forbidden
+json_check ro_create "'read-only' in b['message']"
+req ro_delete -H "Authorization: Bearer $ro" -X DELETE "$tcp/v1/sandboxes/sbx_missing"
+error_is ro_delete 403 forbidden
+brief=$("$sbxd" --state-dir "$state" keys create --name brief --expires 2s 2>/dev/null)
+"$sbxd" --state-dir "$state" keys ls >"$tmp/keys"
+grep '"name":"viewer"' "$tmp/keys" | grep -q '"readOnly":true' || fail "keys ls: viewer is not read-only"
+grep '"name":"brief"' "$tmp/keys" | grep -q '"expiresAt":"' || fail "keys ls: brief has no expiry"
+req brief_now -H "Authorization: Bearer $brief" "$tcp/v1/health"
+status_is brief_now 200
+sleep 2.5
+req brief_later -H "Authorization: Bearer $brief" "$tcp/v1/health"
+error_is brief_later 401 unauthorized
+json_check brief_later "'expired' in b['message']"
+ro_id=$(grep '"name":"viewer"' "$tmp/keys" | grep -o '"id":"key_[0-9a-f]*"' | cut -d'"' -f4)
+grep -q "POST /v1/sandboxes key=$ro_id 403" "$tmp/log.$starts" || fail "the refused request is not logged with its key: $(tail -n 5 "$tmp/log.$starts")"
+grep -q "GET /v1/health key=unix 200" "$tmp/log.$starts" || fail "a socket request is not logged"
+
 # A second sbxd cannot take a live socket.
 if "$sbxd" --network off --proxy-listen off --state-dir "$tmp/other" --listen "unix:$sock" 2>"$tmp/second.log"; then
     fail "a second sbxd started on a live socket"

@@ -41,6 +41,19 @@ check "guest_api: the guest reads its own sandbox" "200 $ga" \
 check "guest_api: without the token, 401" 401 "$(ga_get "$ga" "/v1/sandboxes/$ga" - | cut -d' ' -f1)"
 check "guest_api: another sandbox, 403" 403 "$(ga_get "$ga" "/v1/sandboxes/$ga_other" | cut -d' ' -f1)"
 check "guest_api: the host-wide list, 403" 403 "$(ga_get "$ga" "/v1/sandboxes" | cut -d' ' -f1)"
+# An exec through the guest's API comes with SANDBOXER_TOKEN: the history
+# keeps that key's id beside the command (a host exec on the socket: none).
+agent "$ga" exec -- /usr/bin/python3 -c '
+import urllib.request
+env = dict(l.split("=", 1) for l in open("/etc/sandboxer/env").read().splitlines() if "=" in l and not l.startswith("#"))
+req = urllib.request.Request(env["SANDBOXER_API_URL"] + "/v1/sandboxes/" + env["SANDBOXER_ID"] + "/exec",
+                             data=b"{\"command\":[\"echo\",\"from-inside\"]}", method="POST")
+req.add_header("Authorization", "Bearer " + env["SANDBOXER_TOKEN"])
+urllib.request.urlopen(req, timeout=120).read()
+' >/dev/null 2>&1
+api GET "/v1/sandboxes/$ga/history"
+check "guest_api: the guest's own exec is in the history with its token's key" "True True" \
+  "$(py "[(h['command'] == ['echo', 'from-inside'], (h['keyId'] or '').startswith('key_')) for h in b['history']][-1:] == [(True, True)], all(h['keyId'] is None for h in b['history'][:-1])" 2>&1 | tr -d '(),')"
 check "guest_api: a noEnv sandbox has no other sandbox's variables" "" "$(agent "$ga_other" exec -- grep -c GREETING /etc/sandboxer/env | grep -v '^0$')"
 # ga_logged MARK: the sandbox's console log (GET …/logs) holds MARK
 ga_logged() { curl -sS --unix-socket "$sock" --max-time 300 "http://sbxd/v1/sandboxes/$ga/logs" | grep -q "$1"; }
