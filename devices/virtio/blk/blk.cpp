@@ -192,13 +192,16 @@ Result<void> Block::run_batch(bool pop_new) {
         }
         // Buffered I/O on cached pages often completes inside the submit.
         const unsigned before = in_flight_;
+        const std::uint64_t shorts_before = counters_.short_transfers;
         if (auto r = reap_completions(); !r && result) {
             result = r.error();
         }
-        // Short transfers went back into the ring: submit them. Completions
+        // Short transfers went back into the ring: submit them (once per
+        // reap, so a kernel that refuses for now is not spun on). Completions
         // freed slots: pop what stalled for the lack of them.
+        const bool continued = counters_.short_transfers != shorts_before;
         const bool freed = stalled_ && in_flight_ != before;
-        if (ring_.unsubmitted() == 0 && !freed) {
+        if (!continued && !freed) {
             break;
         }
         pop = freed;
