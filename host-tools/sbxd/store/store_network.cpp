@@ -58,10 +58,6 @@ Result<SandboxNetwork> Store::claim_network(const std::string& id, const SlotPic
     return network;
 }
 
-}  // namespace sbx::sbxd
-
-namespace sbx::sbxd {
-
 Result<void> Store::set_egress(const std::string& id, const std::string& egress, UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = sqlite::Transaction::begin(db_);
