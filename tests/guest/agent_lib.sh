@@ -66,7 +66,23 @@ agent_run() {
   run_nested "$work/out" --timeout 1700 -- /usr/bin/env SBX_VMM_CRASH_DUMP_DIR="$work" \
     /usr/bin/python3 "$src/tests/guest/agent_run.py" \
     --kernel "$kernel" --image "$image" --sbx-vmm "$build/host-tools/sbx-vmm/sbx-vmm" --logdir "$work" "$@"
+  [ "$status" -eq 0 ] || agent_stall_lines
   expect_status 0 "level 1 ran agent_run.py to the end, every VMM exited 0"
+}
+
+# agent_stall_lines : what a stalled guest was doing, as "DIAG: " lines
+# (tests/run repeats them at the end of its log, the part CI shows): the
+# timeout, sbx-vmm's vCPU, LAPIC, serial and IOAPIC state, the guest's own
+# view through the agent, and each console's last lines.
+agent_stall_lines() {
+  printf '%s\n' "$log" |
+    grep -E 'HOST-TIMEOUT|HOST-DIAG: DIAG: (VM |vCPU|  lapic|  KVM|ioapic pin 4|serial)|HOST-GUEST-DIAG' |
+    sed -n 's/^\[[a-z]*\] //; s/^/DIAG: /; 1,60p'
+  local vmm
+  for vmm in sbx qemu; do
+    [ -f "$work/$vmm.log" ] && tail -n 4 "$work/$vmm.log" | sed "s/^/DIAG: $vmm console: /"
+  done
+  return 0
 }
 
 # expect_in VMM NEEDLE WHAT : the guest log of VMM contains NEEDLE.

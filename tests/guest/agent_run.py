@@ -86,6 +86,68 @@ def talk_to_agent(vs, token, user, emit):
                     return
 
 
+def wait_or_diagnose(machine, args, emit, diagnose_inside):
+    """The VMM's exit status; or, at the deadline or after --silence
+    seconds without a console line, what the guest was doing (from inside
+    through the agent when it had announced itself, and sbx-vmm's vCPU,
+    interrupt and UART state through vmrun's diagnosis), then SIGKILL and
+    124."""
+    deadline = machine.started + args.timeout
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            why = f"still running after {args.timeout:.0f} s"
+            break
+        if now - machine.last_output >= args.silence:
+            why = f"printed nothing for {args.silence:.0f} s ({now - machine.started:.0f} s in)"
+            break
+        try:
+            return machine.proc.wait(timeout=min(1.0, deadline - now))
+        except subprocess.TimeoutExpired:
+            pass
+    emit(f"HOST-TIMEOUT: {machine.vmm} {why}, diagnosing and killing it")
+    try:
+        diagnose_inside()
+    except Exception as e:  # reported, never silent
+        emit(f"HOST-DIAG: through the agent: {type(e).__name__}: {e}")
+    machine.diagnose()
+    machine.proc.kill()
+    machine.proc.wait()
+    return 124
+
+
+# What a stuck boot waits for, seen from inside (run as root by the agent).
+GUEST_DIAG_SCRIPT = (
+    "systemctl list-jobs --no-pager 2>&1 | head -20; "
+    "systemctl --failed --no-pager --no-legend 2>&1 | head; "
+    "ps -eo pid,stat,wchan:28,etime,args --sort=start_time 2>&1 | grep -v ' \\[' | tail -25; "
+    "grep -E '^ *(4|TTY|ttyS)' /proc/interrupts; cat /proc/tty/driver/serial 2>&1 | tail -4; "
+    "dmesg 2>&1 | tail -8")
+
+
+def diagnose_guest(vs, args, emit):
+    """HOST-GUEST-DIAG lines: the guest's pending systemd jobs, processes,
+    serial interrupts and kernel log, through the agent (port 52), bounded
+    to 60 s. Needs the real agent (--hello)."""
+    if not args.hello:
+        return
+    with vs.connect(52, wait=10) as conn:
+        conn.settimeout(60)
+        send_frame(conn, {"type": "hello", "version": 1, "token": args.hello})
+        recv_frame(conn)
+        send_frame(conn, {"type": "request", "op": "exec", "user": "root",
+                          "argv": ["sh", "-c", GUEST_DIAG_SCRIPT]})
+        out = b""
+        while True:
+            kind, body = recv_frame(conn)
+            if kind == 2 and body[0] in (1, 2):
+                out += body[9:]
+            elif kind == 1 and json.loads(body).get("type") in ("exit", "error"):
+                break
+    for line in out.decode(errors="replace").splitlines():
+        emit(f"HOST-GUEST-DIAG: {line}")
+
+
 class ImageMachine(vmrun.Machine):
     """vmrun.Machine without an initrd when none is given (disk boot)."""
 
@@ -126,6 +188,8 @@ def run_one(vmm, args, image_copy, out):
                            disks=[(image_copy, False)] if args.kind == "rootfs" else [])
     machine.vsock = True
     machine.vsock_uds = os.path.join(workdir, "v.sock")
+    if vmm == "sbx":
+        machine.control = os.path.join(workdir, "control.sock")  # for "diagnose"
     vs = vmrun.VsockHost(vmm, workdir)
     listener = vs.listen(53)
     listener.settimeout(args.timeout)
@@ -164,6 +228,7 @@ def run_one(vmm, args, image_copy, out):
     # Console lines: into the log, and timestamps of the events.
     def read_console():
         for raw in machine.proc.stdout:
+            machine.last_output = time.monotonic()
             line = raw.decode(errors="replace").rstrip("\r\n").replace("\r", "")
             mark("first-line")
             for event, marker in EVENTS:
@@ -196,13 +261,8 @@ def run_one(vmm, args, image_copy, out):
                 machine.proc.terminate()
                 stopped = True
                 break
-    try:
-        status = machine.proc.wait(timeout=max(1, args.timeout - (time.monotonic() - machine.started)))
-    except subprocess.TimeoutExpired:
-        machine.proc.kill()
-        machine.proc.wait()
-        emit(f"HOST-TIMEOUT: {vmm} still running after {args.timeout:.0f} s, killed")
-        status = 124
+    status = wait_or_diagnose(machine, args, emit,
+                              lambda: diagnose_guest(vs, args, emit) if "announce" in times else None)
     times["exit"] = time.monotonic() - machine.started
     reader.join(timeout=10)
     emit(f"HOST-VMM-EXIT: {status}{' (stopped by the host)' if stopped else ''} after {times['exit']:.2f} s")
@@ -236,6 +296,8 @@ def main():
                          "with TOKEN, health, an exec as --exec-user (HOST-HELLO/HEALTH/EXEC-* lines)")
     ap.add_argument("--exec-user", default="user")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per boot")
+    ap.add_argument("--silence", type=float, default=240,
+                    help="a console silent this long is a stalled guest: diagnosed and killed")
     args = ap.parse_args()
 
     pristine = None
