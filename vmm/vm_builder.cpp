@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 
+#include "devices/pci/pci_host.hpp"
+#include "devices/pci/pvpanic.hpp"
 #include "vmm/boot/layout.hpp"
 #include "vmm/boot/linux_boot.hpp"
 #include "vmm/kvm/x86_cpu.hpp"
@@ -102,15 +104,14 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     if (!system) {
         return system.error();
     }
-    auto vm = create_vm(std::move(*system), std::move(*memory));
-    if (!vm) {
-        return vm.error();
+    auto machine = assemble(std::move(*system), std::move(*memory));
+    if (!machine) {
+        return machine.error();
     }
-    if (auto r = create_vcpus(**vm); !r) {
+    if (auto r = create_vcpus(**machine); !r) {
         return r.error();
     }
-    (*vm)->open_stats();
-    return vm;
+    return std::make_unique<Vm>(std::move(*machine), start_);
 }
 
 Result<std::unique_ptr<Vm>> VmBuilder::restore(const MachineState& state, const RestoredMemory& restored) {
@@ -148,155 +149,122 @@ Result<std::unique_ptr<Vm>> VmBuilder::restore(const MachineState& state, const 
             return r.error();
         }
     }
-    auto vm = create_vm(std::move(*system), std::move(*memory));
-    if (!vm) {
-        return vm.error();
+    auto machine = assemble(std::move(*system), std::move(*memory));
+    if (!machine) {
+        return machine.error();
     }
-    if (auto r = restore_vcpus(**vm); !r) {
+    if (auto r = restore_vcpus(**machine); !r) {
         return r.error();
     }
-    (*vm)->open_stats();
-    if (auto r = (*vm)->restore_state(state); !r) {
+    auto vm = std::make_unique<Vm>(std::move(*machine), start_);
+    if (auto r = vm->restore_state(state); !r) {
         return r.error().context("restoring the machine state");
     }
     return vm;
 }
 
-Result<std::unique_ptr<Vm>> VmBuilder::create_vm(kvm::System system, GuestMemory memory) {
-    auto kvm_vm = system.create_vm();
-    if (!kvm_vm) {
-        return kvm_vm.error();
-    }
-    auto exit_event = EventFd::create();
-    auto console_ready = EventFd::create();
-    if (!exit_event || !console_ready) {
-        return (!exit_event ? exit_event.error() : console_ready.error());
-    }
-    std::unique_ptr<Vm> vm(new Vm(std::move(system), std::move(*kvm_vm), std::move(memory),
-                                  std::move(*exit_event), std::move(*console_ready)));
-
-    for (auto step : {&VmBuilder::create_memory, &VmBuilder::create_irqchip, &VmBuilder::open_console,
-                      &VmBuilder::add_legacy_devices, &VmBuilder::add_pci_devices,
-                      &VmBuilder::add_virtio_devices}) {
-        if (auto r = (this->*step)(*vm); !r) {
-            return r.error();
-        }
-    }
-    return vm;
-}
-
-Result<void> VmBuilder::create_memory(Vm& vm) {
-    std::uint32_t slot = 0;
-    for (const auto& region : vm.memory_.regions()) {
-        auto r = vm.kvm_vm_.set_user_memory_region(slot++, region.start.value, region.size(),
-                                                   region.mapping.data());
-        if (!r) {
-            return r.error();
-        }
-    }
-    return ok();
-}
-
-Result<void> VmBuilder::create_irqchip(Vm& vm) {
-    if (auto r = vm.kvm_vm_.set_tss_address(kTssAddress); !r) {
-        return r.error();
-    }
-    if (auto r = vm.kvm_vm_.create_irqchip(); !r) {
-        return r.error();
-    }
-    return vm.kvm_vm_.create_pit();
-}
-
-Result<InterruptLine*> VmBuilder::add_irq_line(Vm& vm, std::uint32_t gsi) {
-    auto fd = EventFd::create();
-    if (!fd) {
-        return fd.error();
-    }
-    if (auto r = vm.kvm_vm_.register_irqfd(fd->fd(), gsi); !r) {
-        return r.error();
-    }
-    vm.irq_lines_.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
-    return static_cast<InterruptLine*>(vm.irq_lines_.back().get());
-}
-
-Result<void> VmBuilder::open_console(Vm& vm) {
+Result<std::unique_ptr<Machine>> VmBuilder::assemble(kvm::System system, GuestMemory memory) {
     auto console = Console::open(config_.console);
     if (!console) {
         return console.error();
     }
-    vm.console_ = std::move(*console);
-    return ok();
+    auto machine = Machine::create(std::move(system), std::move(memory), std::move(*console));
+    if (!machine) {
+        return machine.error();
+    }
+    for (auto step : {&VmBuilder::create_irqchip, &VmBuilder::add_legacy_devices, &VmBuilder::add_pci_devices,
+                      &VmBuilder::add_virtio_devices}) {
+        if (auto r = (this->*step)(**machine); !r) {
+            return r.error();
+        }
+    }
+    return machine;
 }
 
-Result<void> VmBuilder::add_legacy_devices(Vm& vm) {
-    auto serial_irq = add_irq_line(vm, kSerialIrq);
-    auto i8042_irq = add_irq_line(vm, kI8042Irq);
+Result<void> VmBuilder::create_irqchip(Machine& m) {
+    if (auto r = m.kvm_vm.set_tss_address(kTssAddress); !r) {
+        return r.error();
+    }
+    if (auto r = m.kvm_vm.create_irqchip(); !r) {
+        return r.error();
+    }
+    return m.kvm_vm.create_pit();
+}
+
+Result<InterruptLine*> VmBuilder::add_irq_line(Machine& m, std::uint32_t gsi) {
+    auto fd = EventFd::create();
+    if (!fd) {
+        return fd.error();
+    }
+    if (auto r = m.kvm_vm.register_irqfd(fd->fd(), gsi); !r) {
+        return r.error();
+    }
+    m.irq_lines.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
+    return static_cast<InterruptLine*>(m.irq_lines.back().get());
+}
+
+Result<void> VmBuilder::add_legacy_devices(Machine& m) {
+    auto serial_irq = add_irq_line(m, kSerialIrq);
+    auto i8042_irq = add_irq_line(m, kI8042Irq);
     if (!serial_irq) {
         return serial_irq.error();
     }
     if (!i8042_irq) {
         return i8042_irq.error();
     }
-    Vm* self = &vm;
-    // Runs on a vCPU thread under the UART's lock: an eventfd write never blocks.
-    vm.serial_ = std::make_shared<Serial>(**serial_irq, [self] {
-        [[maybe_unused]] auto r = self->console_ready_.signal();
+    // Both run on a vCPU thread under the device's lock and never block.
+    ConsolePump* console = m.console.get();
+    m.serial = std::make_shared<Serial>(**serial_irq, [console] { console->output_ready(); });
+    ExitLatch* exits = m.exits.get();
+    m.i8042 = std::make_shared<I8042>(**i8042_irq, [exits] {
+        exits->request({ExitReason::Reboot, "guest reset through the i8042 controller"});
     });
-    vm.i8042_ = std::make_shared<I8042>(**i8042_irq, [self] {
-        self->request_exit({ExitReason::Reboot, "guest reset through the i8042 controller"});
-    });
-    vm.start_ = start_;
-    vm.boot_timer_ = std::make_shared<BootTimer>(start_);
-    if (auto r = vm.pio_bus_.insert(vm.serial_, kSerialPort, Serial::kPortCount); !r) {
+    m.boot_timer = std::make_shared<BootTimer>(start_);
+    if (auto r = m.pio_bus.insert(m.serial, kSerialPort, Serial::kPortCount); !r) {
         return r.error();
     }
-    if (auto r = vm.pio_bus_.insert(vm.i8042_, I8042::kBasePort, I8042::kPortCount); !r) {
+    if (auto r = m.pio_bus.insert(m.i8042, I8042::kBasePort, I8042::kPortCount); !r) {
         return r.error();
     }
-    return vm.mmio_bus_.insert(vm.boot_timer_, boot::kBootTimerAddr, BootTimer::kSize);
+    return m.mmio_bus.insert(m.boot_timer, boot::kBootTimerAddr, BootTimer::kSize);
 }
 
 // The guest's poweroff and panic reach the VMM through pvpanic on PCI
 // (docs/guest-layout.md, "Poweroff and panic").
-Result<void> VmBuilder::add_pci_devices(Vm& vm) {
+Result<void> VmBuilder::add_pci_devices(Machine& m) {
     auto function = PvPanic::pci_function(kPvPanicPort);
     if (!function) {
         return function.error();
     }
-    vm.pci_host_ = std::make_shared<PciHost>();
-    if (auto r = vm.pci_host_->attach(kPvPanicSlot, std::move(*function)); !r) {
+    auto pci_host = std::make_shared<PciHost>();
+    if (auto r = pci_host->attach(kPvPanicSlot, std::move(*function)); !r) {
         return r.error();
     }
-    Vm* self = &vm;
-    vm.pvpanic_ = std::make_shared<PvPanic>([self](PvPanic::Event event) {
+    ExitLatch* exits = m.exits.get();
+    auto pvpanic = std::make_shared<PvPanic>([exits](PvPanic::Event event) {
         if (event == PvPanic::Event::Panicked) {
-            self->request_exit({ExitReason::Panic, "guest kernel panic (pvpanic)"});
+            exits->request({ExitReason::Panic, "guest kernel panic (pvpanic)"});
         } else {
-            self->request_exit({ExitReason::PowerOff, "guest powered off (pvpanic)"});
+            exits->request({ExitReason::PowerOff, "guest powered off (pvpanic)"});
         }
     });
-    if (auto r = vm.pio_bus_.insert(vm.pci_host_, PciHost::kBasePort, PciHost::kPortCount); !r) {
+    if (auto r = m.pio_bus.insert(pci_host, PciHost::kBasePort, PciHost::kPortCount); !r) {
         return r.error();
     }
-    return vm.pio_bus_.insert(vm.pvpanic_, kPvPanicPort, PvPanic::kPortCount);
+    return m.pio_bus.insert(pvpanic, kPvPanicPort, PvPanic::kPortCount);
 }
 
-Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
-    auto loop = EventLoop::create();
-    if (!loop) {
-        return loop.error();
-    }
-    vm.device_loop_ = std::move(*loop);
+Result<void> VmBuilder::add_virtio_devices(Machine& m) {
     for (std::size_t i = 0; i < virtio_devices_.size(); ++i) {
         const auto slot = static_cast<std::uint32_t>(i);
         const GuestAddress base = boot::virtio_mmio_addr(slot);
-        auto irq = add_irq_line(vm, boot::virtio_mmio_irq(slot));
+        auto irq = add_irq_line(m, boot::virtio_mmio_irq(slot));
         if (!irq) {
             return irq.error();
         }
-        auto transport = std::make_shared<virtio::MmioTransport>(std::move(virtio_devices_[i]), vm.memory_, **irq,
-                                                                 *vm.device_loop_);
-        if (auto r = vm.mmio_bus_.insert(transport, base.value, virtio::kMmioWindow); !r) {
+        auto transport = std::make_shared<virtio::MmioTransport>(std::move(virtio_devices_[i]), m.memory, **irq,
+                                                                 *m.device_loop);
+        if (auto r = m.mmio_bus.insert(transport, base.value, virtio::kMmioWindow); !r) {
             return r.error();
         }
         // §4.2.3.3: the driver writes the queue index to QueueNotify; with one
@@ -307,12 +275,12 @@ Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
                 return notifier.error();
             }
             const int fd = notifier->fd();
-            if (auto r = vm.kvm_vm_.register_ioeventfd(fd, base.value + virtio::mmio_reg::kQueueNotify, 4, true, q);
+            if (auto r = m.kvm_vm.register_ioeventfd(fd, base.value + virtio::mmio_reg::kQueueNotify, 4, true, q);
                 !r) {
                 return r.error();
             }
             virtio::MmioTransport* t = transport.get();
-            auto added = vm.device_loop_->add(fd, EPOLLIN, [t, fd, q](std::uint32_t) {
+            auto added = m.device_loop->add(fd, EPOLLIN, [t, fd, q](std::uint32_t) {
                 std::uint64_t count = 0;
                 [[maybe_unused]] auto n = ::read(fd, &count, sizeof count);
                 t->notify(q);
@@ -320,9 +288,9 @@ Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
             if (!added) {
                 return added.error();
             }
-            vm.queue_notifiers_.push_back(std::move(*notifier));
+            m.queue_notifiers.push_back(std::move(*notifier));
         }
-        vm.virtio_devices_.push_back(std::move(transport));
+        m.virtio_devices.push_back(std::move(transport));
     }
     virtio_devices_.clear();
     return ok();
@@ -330,29 +298,29 @@ Result<void> VmBuilder::add_virtio_devices(Vm& vm) {
 
 // The vCPUs of a restored VM: created bare; Vm::restore_state sets their
 // CPUID, registers and MSRs from the snapshot.
-Result<void> VmBuilder::restore_vcpus(Vm& vm) {
+Result<void> VmBuilder::restore_vcpus(Machine& m) {
     for (unsigned id = 0; id < config_.cpus; ++id) {
-        auto vcpu = vm.kvm_vm_.create_vcpu(id, vm.system_.vcpu_mmap_size());
+        auto vcpu = m.kvm_vm.create_vcpu(id, m.system.vcpu_mmap_size());
         if (!vcpu) {
             return vcpu.error();
         }
-        vm.vcpus_.push_back(std::move(*vcpu));
+        m.vcpus.push_back(std::move(*vcpu));
     }
     return ok();
 }
 
-Result<void> VmBuilder::create_vcpus(Vm& vm) {
-    auto supported = vm.system_.supported_cpuid();
+Result<void> VmBuilder::create_vcpus(Machine& m) {
+    auto supported = m.system.supported_cpuid();
     if (!supported) {
         return supported.error();
     }
     const auto msrs = kvm::boot_msrs();
     for (unsigned id = 0; id < config_.cpus; ++id) {
-        auto vcpu = vm.kvm_vm_.create_vcpu(id, vm.system_.vcpu_mmap_size());
+        auto vcpu = m.kvm_vm.create_vcpu(id, m.system.vcpu_mmap_size());
         if (!vcpu) {
             return vcpu.error();
         }
-        auto cpuid = kvm::guest_cpuid(*supported, {id, config_.cpus, vm.system_.has_tsc_deadline_timer()});
+        auto cpuid = kvm::guest_cpuid(*supported, {id, config_.cpus, m.system.has_tsc_deadline_timer()});
         auto r = vcpu->set_cpuid(cpuid);
         if (r) {
             r = vcpu->set_msrs(msrs);
@@ -370,7 +338,7 @@ Result<void> VmBuilder::create_vcpus(Vm& vm) {
                 return entered.error().context("vCPU 0");
             }
         }
-        vm.vcpus_.push_back(std::move(*vcpu));
+        m.vcpus.push_back(std::move(*vcpu));
     }
     return ok();
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "vmm/config.hpp"
 #include "vmm/vm.hpp"
 
 namespace sbx {
@@ -30,16 +31,15 @@ public:
     [[nodiscard]] Result<std::unique_ptr<Vm>> restore(const MachineState& state, const RestoredMemory& memory);
 
 private:
-    Result<std::unique_ptr<Vm>> create_vm(kvm::System system, GuestMemory memory);
-    Result<void> restore_vcpus(Vm& vm);
-    Result<void> create_memory(Vm& vm);
-    Result<void> create_irqchip(Vm& vm);
-    Result<void> add_legacy_devices(Vm& vm);
-    Result<void> add_pci_devices(Vm& vm);
-    Result<void> open_console(Vm& vm);
-    Result<void> add_virtio_devices(Vm& vm);
-    Result<void> create_vcpus(Vm& vm);
-    Result<InterruptLine*> add_irq_line(Vm& vm, std::uint32_t gsi);
+    // The machine without vCPUs: console, KVM VM and memory, chips, devices.
+    Result<std::unique_ptr<Machine>> assemble(kvm::System system, GuestMemory memory);
+    Result<void> restore_vcpus(Machine& m);
+    Result<void> create_irqchip(Machine& m);
+    Result<void> add_legacy_devices(Machine& m);
+    Result<void> add_pci_devices(Machine& m);
+    Result<void> add_virtio_devices(Machine& m);
+    Result<void> create_vcpus(Machine& m);
+    Result<InterruptLine*> add_irq_line(Machine& m, std::uint32_t gsi);
 
     VmConfig config_;
     Vm::Clock::time_point start_;

@@ -1,5 +1,5 @@
-// Pause, resume, and the machine state of a VM (the vCPU state machine of
-// docs/code-map.md: Running -> Paused -> Running, or Exiting from either).
+// Pause, resume, and the machine state of a VM (each vCPU's run state is in
+// vmm/vcpu_run_states.hpp).
 #include "base/log.hpp"
 #include "vmm/vm.hpp"
 
@@ -9,49 +9,34 @@ namespace {
 
 // How long pause() waits for every vCPU to park. A vCPU returns from
 // KVM_RUN at once on a kick; only a wedged host would take this long.
-constexpr auto kParkTimeout = std::chrono::seconds(10);
+constexpr std::chrono::milliseconds kParkTimeout{10'000};
 
 }  // namespace
 
-void Vm::park_vcpu() {
-    std::unique_lock lock(run_state_mutex_);
-    ++parked_;
-    run_state_changed_.notify_all();
-    run_state_changed_.wait(lock, [this] { return !pause_requested_ || stopping_; });
-    --parked_;
-}
-
 bool Vm::paused() const {
-    std::lock_guard lock(run_state_mutex_);
+    std::lock_guard lock(control_mutex_);
     return paused_;
 }
 
 Result<void> Vm::pause() {
-    std::unique_lock lock(run_state_mutex_);
+    std::lock_guard lock(control_mutex_);
     if (paused_) {
         return ok();
     }
-    if (!running_ || stopping_) {
+    if (!running_ || m_->exits->requested()) {
         return make_coded_error("vm_not_running", "the VM is not running");
     }
-    pause_requested_ = true;
-    kick_vcpus();
-    bool all_parked = run_state_changed_.wait_for(
-        lock, kParkTimeout, [this] { return parked_ == threads_.size() || stopping_; });
-    if (stopping_ || !all_parked) {
-        pause_requested_ = false;
-        run_state_changed_.notify_all();
-        return stopping_ ? make_coded_error("vm_not_running", "the VM exited while pausing")
-                         : make_coded_error("pause_timeout", "a vCPU did not stop within 10 s");
+    if (auto r = run_states_.pause([this] { kick_vcpus(); }, kParkTimeout); !r) {
+        return r;
     }
-    for (const auto& vcpu : vcpus_) {
+    for (const auto& vcpu : m_->vcpus) {
         if (auto r = vcpu.notify_paused(); !r) {
             log::warn("vCPU {}: {}", vcpu.id(), r.error().to_string());
         }
     }
     stop_device_thread();
     paused_ = true;
-    for (const auto& transport : virtio_devices_) {
+    for (const auto& transport : m_->virtio_devices) {
         if (auto r = transport->quiesce(); !r) {
             return r.error().context(transport->device().name());
         }
@@ -60,24 +45,23 @@ Result<void> Vm::pause() {
 }
 
 Result<void> Vm::resume() {
-    std::lock_guard lock(run_state_mutex_);
+    std::lock_guard lock(control_mutex_);
     if (!paused_) {
         return ok();
     }
-    if (stopping_) {
+    if (!running_ || m_->exits->requested()) {
         return make_coded_error("vm_not_running", "the VM is exiting");
     }
     start_device_thread();
     paused_ = false;
-    pause_requested_ = false;
-    run_state_changed_.notify_all();
+    run_states_.resume();
     return ok();
 }
 
 Result<void> Vm::start_dirty_tracking() {
     std::uint32_t slot = 0;
-    for (const auto& region : memory_.regions()) {
-        if (auto r = kvm_vm_.set_user_memory_region(slot++, region.start.value, region.size(), region.mapping.data(),
+    for (const auto& region : m_->memory.regions()) {
+        if (auto r = m_->kvm_vm.set_user_memory_region(slot++, region.start.value, region.size(), region.mapping.data(),
                                                     true);
             !r) {
             return r.error();
@@ -90,9 +74,9 @@ Result<std::vector<MemoryRegionSpec>> Vm::stop_dirty_tracking() {
     constexpr std::uint64_t kPage = 4096;
     std::vector<MemoryRegionSpec> ranges;
     std::uint32_t slot = 0;
-    for (const auto& region : memory_.regions()) {
-        auto bitmap = kvm_vm_.get_dirty_log(slot, region.size());
-        if (auto r = kvm_vm_.set_user_memory_region(slot, region.start.value, region.size(), region.mapping.data());
+    for (const auto& region : m_->memory.regions()) {
+        auto bitmap = m_->kvm_vm.get_dirty_log(slot, region.size());
+        if (auto r = m_->kvm_vm.set_user_memory_region(slot, region.start.value, region.size(), region.mapping.data());
             !r) {
             return r.error();
         }
@@ -117,26 +101,26 @@ Result<std::vector<MemoryRegionSpec>> Vm::stop_dirty_tracking() {
 }
 
 Result<MachineState> Vm::save_state() const {
-    std::lock_guard lock(run_state_mutex_);
+    std::lock_guard lock(control_mutex_);
     if (!paused_) {
         return make_coded_error("vm_not_paused", "pause the VM before saving its state");
     }
     MachineState state;
-    for (const auto& vcpu : vcpus_) {
+    for (const auto& vcpu : m_->vcpus) {
         auto saved = vcpu.save_state();
         if (!saved) {
             return saved.error().context(fmt::format("vCPU {}", vcpu.id()));
         }
         state.vcpus.push_back(std::move(*saved));
     }
-    auto vm_state = kvm_vm_.save_state();
+    auto vm_state = m_->kvm_vm.save_state();
     if (!vm_state) {
         return vm_state.error();
     }
     state.vm = std::move(*vm_state);
-    state.serial = serial_->save();
-    state.i8042 = i8042_->save();
-    for (const auto& transport : virtio_devices_) {
+    state.serial = m_->serial->save();
+    state.i8042 = m_->i8042->save();
+    for (const auto& transport : m_->virtio_devices) {
         state.virtio.push_back(transport->save_state());
     }
     return state;
@@ -151,10 +135,10 @@ void Vm::open_stats() {
         }
         return std::move(*stats);
     };
-    for (const auto& vcpu : vcpus_) {
+    for (const auto& vcpu : m_->vcpus) {
         vcpu_stats_.push_back(open(vcpu.fd(), fmt::format("vCPU {}", vcpu.id())));
     }
-    vm_stats_ = open(kvm_vm_.fd(), "VM");
+    vm_stats_ = open(m_->kvm_vm.fd(), "VM");
 }
 
 Result<VmDiagnosis> Vm::diagnose() {
@@ -179,10 +163,10 @@ Result<VmDiagnosis> Vm::diagnose() {
         }
     }
     // The chips and the clock are VM ioctls (kvm->lock, not a vCPU's mutex).
-    auto vm_state = kvm_vm_.save_state();
+    auto vm_state = m_->kvm_vm.save_state();
     if (stopped) {
-        for (std::size_t i = 0; i < vcpus_.size(); ++i) {
-            auto state = vcpus_[i].save_state();
+        for (std::size_t i = 0; i < m_->vcpus.size(); ++i) {
+            auto state = m_->vcpus[i].save_state();
             auto vcpu = state ? kvm::diagnose_vcpu(static_cast<std::uint32_t>(i), *state)
                               : Result<kvm::VcpuDiagnosis>(state.error().context(fmt::format("vCPU {}", i)));
             if (!vcpu) {
@@ -193,7 +177,7 @@ Result<VmDiagnosis> Vm::diagnose() {
             d.vcpus.push_back(std::move(*vcpu));
         }
     }
-    d.serial = serial_->save();
+    d.serial = m_->serial->save();
     if (stopped && !d.was_paused) {
         if (auto r = resume(); !r) {
             return r.error();
@@ -211,43 +195,43 @@ Result<VmDiagnosis> Vm::diagnose() {
 }
 
 Result<void> Vm::restore_state(const MachineState& state) {
-    if (state.vcpus.size() != vcpus_.size()) {
+    if (state.vcpus.size() != m_->vcpus.size()) {
         return make_coded_error("config_mismatch", "the snapshot has {} vCPUs, this VM {}",
-                                state.vcpus.size(), vcpus_.size());
+                                state.vcpus.size(), m_->vcpus.size());
     }
-    if (state.virtio.size() != virtio_devices_.size()) {
+    if (state.virtio.size() != m_->virtio_devices.size()) {
         return make_coded_error("config_mismatch", "the snapshot has {} virtio devices, this VM {}",
-                                state.virtio.size(), virtio_devices_.size());
+                                state.virtio.size(), m_->virtio_devices.size());
     }
     // VM-wide chips first (the IOAPIC routes what the LAPICs then receive),
     // then each vCPU, then the devices that may raise interrupts.
     // The guest's clocks move on by the time the snapshot spent on disk, so
     // its wall clock is the host's (each fork of one file gets its own
     // "now"); then each vCPU's kvmclock says the guest was stopped.
-    auto advanced = kvm_vm_.restore_state(state.vm, kvm::ClockRestore::AdvanceByRealtime);
+    auto advanced = m_->kvm_vm.restore_state(state.vm, kvm::ClockRestore::AdvanceByRealtime);
     if (!advanced) {
         return advanced.error();
     }
-    for (std::size_t i = 0; i < vcpus_.size(); ++i) {
-        if (auto r = vcpus_[i].restore_state(state.vcpus[i], *advanced); !r) {
+    for (std::size_t i = 0; i < m_->vcpus.size(); ++i) {
+        if (auto r = m_->vcpus[i].restore_state(state.vcpus[i], *advanced); !r) {
             return r.error().context(fmt::format("vCPU {}", i));
         }
     }
-    for (const auto& vcpu : vcpus_) {
+    for (const auto& vcpu : m_->vcpus) {
         if (auto r = vcpu.notify_paused(); !r) {
             log::warn("vCPU {}: {}", vcpu.id(), r.error().to_string());
         }
     }
     log::info("guest clock advanced {:.3f} s past the snapshot", static_cast<double>(*advanced) / 1e9);
-    if (auto r = serial_->restore(state.serial); !r) {
+    if (auto r = m_->serial->restore(state.serial); !r) {
         return r.error().context("serial");
     }
-    if (auto r = i8042_->restore(state.i8042); !r) {
+    if (auto r = m_->i8042->restore(state.i8042); !r) {
         return r.error().context("i8042");
     }
-    for (std::size_t i = 0; i < virtio_devices_.size(); ++i) {
-        if (auto r = virtio_devices_[i]->restore_state(state.virtio[i]); !r) {
-            return r.error().context(virtio_devices_[i]->device().name());
+    for (std::size_t i = 0; i < m_->virtio_devices.size(); ++i) {
+        if (auto r = m_->virtio_devices[i]->restore_state(state.virtio[i]); !r) {
+            return r.error().context(m_->virtio_devices[i]->device().name());
         }
     }
     return ok();
