@@ -113,7 +113,9 @@ void ConsolePump::update_watches() {
             ++it;
         }
     }
-    for (auto [fd, events] : want) {
+    for (const auto& [want_fd, want_events] : want) {
+        const int fd = want_fd;  // clang 14 cannot capture a structured binding (P1381, clang 16)
+        const std::uint32_t events = want_events;
         auto found = watched_.find(fd);
         if (found == watched_.end()) {
             auto added = loop_->add(fd, events, [this, fd, in_fd](std::uint32_t ready) {
