@@ -97,6 +97,14 @@ Result<bool> Queue::pop(DescriptorChain& chain) {
     if (pending > size_) {
         return make_error("available index jumped by {} entries on a queue of {}", pending, size_);
     }
+    // Every chain the device holds occupies a descriptor of the table until
+    // it is used (§2.7.13), so a driver has at most queue-size chains out:
+    // more means heads made available again before they came back. Bounded
+    // here, what the device holds is always a state a snapshot restores.
+    if (static_cast<std::uint16_t>(next_avail_ - next_used_) >= size_) {
+        return make_error("{} chains already held on a queue of {}: a head made available twice",
+                          static_cast<std::uint16_t>(next_avail_ - next_used_), size_);
+    }
     const std::uint16_t head = load16(avail_ + kRingHeader + 2ULL * (next_avail_ % size_));
     ++next_avail_;
     DescriptorTable table{memory_, GuestAddress(desc_table_), size_, indirect_allowed_};

@@ -103,6 +103,19 @@ TEST_CASE("hostile available ring") {
         driver.set_avail_idx(9);
         CHECK_FALSE(q.pop(chain));
     }
+    SUBCASE("more chains held than the queue has entries: a head made available again") {
+        auto bufs = one_byte();
+        auto offered = driver.offer(bufs, {});
+        REQUIRE(*q.pop(chain));
+        for (int held = 1; held < 8; ++held) {
+            driver.publish(offered.head);
+            REQUIRE(*q.pop(chain));
+        }
+        driver.publish(offered.head);  // a ninth chain on a queue of 8
+        CHECK_FALSE(q.pop(chain));
+        REQUIRE(q.add_used(offered.head, 0));  // one came back: one more may go out
+        REQUIRE(*q.pop(chain));
+    }
     SUBCASE("head index beyond the table") {
         driver.publish(200);
         CHECK_FALSE(q.pop(chain));
