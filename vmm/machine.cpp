@@ -35,4 +35,16 @@ Result<std::unique_ptr<Machine>> Machine::create(kvm::System system, GuestMemory
     return m;
 }
 
+Result<InterruptLine*> Machine::add_irq_line(std::uint32_t gsi) {
+    auto fd = EventFd::create();
+    if (!fd) {
+        return fd.error();
+    }
+    if (auto r = kvm_vm.register_irqfd(fd->fd(), gsi); !r) {
+        return r.error();
+    }
+    irq_lines.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
+    return static_cast<InterruptLine*>(irq_lines.back().get());
+}
+
 }  // namespace sbx

@@ -43,6 +43,10 @@ struct Machine {
     Machine(const Machine&) = delete;
     Machine& operator=(const Machine&) = delete;
 
+    // A new interrupt line to `gsi`: an eventfd registered with KVM_IRQFD,
+    // owned by irq_lines.
+    [[nodiscard]] Result<InterruptLine*> add_irq_line(std::uint32_t gsi);
+
     kvm::System system;
     kvm::Vm kvm_vm;
     GuestMemory memory;

@@ -191,21 +191,9 @@ Result<void> VmBuilder::create_irqchip(Machine& m) {
     return m.kvm_vm.create_pit();
 }
 
-Result<InterruptLine*> VmBuilder::add_irq_line(Machine& m, std::uint32_t gsi) {
-    auto fd = EventFd::create();
-    if (!fd) {
-        return fd.error();
-    }
-    if (auto r = m.kvm_vm.register_irqfd(fd->fd(), gsi); !r) {
-        return r.error();
-    }
-    m.irq_lines.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
-    return static_cast<InterruptLine*>(m.irq_lines.back().get());
-}
-
 Result<void> VmBuilder::add_legacy_devices(Machine& m) {
-    auto serial_irq = add_irq_line(m, kSerialIrq);
-    auto i8042_irq = add_irq_line(m, kI8042Irq);
+    auto serial_irq = m.add_irq_line(kSerialIrq);
+    auto i8042_irq = m.add_irq_line(kI8042Irq);
     if (!serial_irq) {
         return serial_irq.error();
     }
@@ -258,7 +246,7 @@ Result<void> VmBuilder::add_virtio_devices(Machine& m) {
     for (std::size_t i = 0; i < virtio_devices_.size(); ++i) {
         const auto slot = static_cast<std::uint32_t>(i);
         const GuestAddress base = boot::virtio_mmio_addr(slot);
-        auto irq = add_irq_line(m, boot::virtio_mmio_irq(slot));
+        auto irq = m.add_irq_line(boot::virtio_mmio_irq(slot));
         if (!irq) {
             return irq.error();
         }

@@ -39,7 +39,6 @@ private:
     Result<void> add_pci_devices(Machine& m);
     Result<void> add_virtio_devices(Machine& m);
     Result<void> create_vcpus(Machine& m);
-    Result<InterruptLine*> add_irq_line(Machine& m, std::uint32_t gsi);
 
     VmConfig config_;
     Vm::Clock::time_point start_;

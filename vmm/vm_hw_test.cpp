@@ -59,18 +59,6 @@ void load_counter_guest(std::uint8_t* mem) {
     std::memcpy(mem + entry.rip, code.data(), code.size());
 }
 
-Result<InterruptLine*> irq_line(Machine& m, std::uint32_t gsi) {
-    auto fd = EventFd::create();
-    if (!fd) {
-        return fd.error();
-    }
-    if (auto r = m.kvm_vm.register_irqfd(fd->fd(), gsi); !r) {
-        return r.error();
-    }
-    m.irq_lines.push_back(std::make_unique<IrqFdLine>(std::move(*fd)));
-    return static_cast<InterruptLine*>(m.irq_lines.back().get());
-}
-
 struct TinyGuest {
     std::shared_ptr<CounterPort> counter = std::make_shared<CounterPort>();
     std::unique_ptr<Vm> vm;
@@ -91,8 +79,8 @@ struct TinyGuest {
         REQUIRE(machine.kvm_vm.set_tss_address(kTssAddress));
         REQUIRE(machine.kvm_vm.create_irqchip());
         REQUIRE(machine.kvm_vm.create_pit());
-        auto serial_irq = irq_line(machine, 4);
-        auto i8042_irq = irq_line(machine, 1);
+        auto serial_irq = machine.add_irq_line(4);
+        auto i8042_irq = machine.add_irq_line(1);
         REQUIRE(serial_irq);
         REQUIRE(i8042_irq);
         ConsolePump* console = machine.console.get();
