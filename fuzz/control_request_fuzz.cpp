@@ -20,23 +20,33 @@ namespace {
 using sbx::SnapshotRequest;
 
 // One real directory (with a subdirectory and a symlink out of it) for
-// the whole run; the paths the fuzzer writes point into or around it.
+// the whole run, removed at exit; the paths the fuzzer writes point into
+// or around it.
 const std::string& snapshot_dir() {
-    static const std::string dir = [] {
-        char tmpl[] = "/tmp/sbx-fuzz-control-XXXXXX";
-        if (::mkdtemp(tmpl) == nullptr) {
-            std::abort();
+    struct Dir {
+        Dir() {
+            char tmpl[] = "/tmp/sbx-fuzz-control-XXXXXX";
+            if (::mkdtemp(tmpl) == nullptr) {
+                std::abort();
+            }
+            const std::string d = tmpl;
+            (void)::mkdir((d + "/sub").c_str(), 0700);
+            (void)::symlink("/etc", (d + "/out").c_str());
+            auto canonical = sbx::canonical_snapshot_dir(d);
+            if (!canonical) {
+                std::abort();
+            }
+            path = *canonical;
         }
-        std::string d = tmpl;
-        (void)::mkdir((d + "/sub").c_str(), 0700);
-        (void)::symlink("/etc", (d + "/out").c_str());
-        auto canonical = sbx::canonical_snapshot_dir(d);
-        if (!canonical) {
-            std::abort();
+        ~Dir() {
+            (void)::unlink((path + "/out").c_str());
+            (void)::rmdir((path + "/sub").c_str());
+            (void)::rmdir(path.c_str());
         }
-        return *canonical;
-    }();
-    return dir;
+        std::string path;
+    };
+    static const Dir dir;
+    return dir.path;
 }
 
 void check(bool ok) {
