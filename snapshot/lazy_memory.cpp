@@ -51,7 +51,8 @@ Result<UniqueFd> open_userfaultfd() {
 
 }  // namespace
 
-Result<std::unique_ptr<LazyMemory>> LazyMemory::start(const SnapshotReader& reader, const GuestMemory& memory) {
+Result<std::unique_ptr<LazyMemory>> LazyMemory::start(const SnapshotReader& reader, const GuestMemory& memory,
+                                                      const ThreadStartHook& hook) {
     auto uffd = open_userfaultfd();
     if (!uffd) {
         return uffd.error();
@@ -83,8 +84,14 @@ Result<std::unique_ptr<LazyMemory>> LazyMemory::start(const SnapshotReader& read
         }
         lazy->guards_.push_back(std::move(*guard));
     }
-    lazy->fault_thread_ = std::thread([p = lazy.get()] { p->serve_faults(); });
-    lazy->loader_thread_ = std::thread([p = lazy.get()] { p->load_all(); });
+    lazy->fault_thread_ = std::thread([p = lazy.get(), hook] {
+        start_thread_as(ThreadClass::LazyFault, 0, hook);
+        p->serve_faults();
+    });
+    lazy->loader_thread_ = std::thread([p = lazy.get(), hook] {
+        start_thread_as(ThreadClass::LazyLoader, 0, hook);
+        p->load_all();
+    });
     return lazy;
 }
 

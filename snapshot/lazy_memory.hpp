@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/event_fd.hpp"
+#include "base/thread_class.hpp"
 #include "base/unique_fd.hpp"
 #include "snapshot/format/reader.hpp"
 #include "snapshot/mapping_guard.hpp"
@@ -35,8 +36,10 @@ public:
 
     // `memory` must be freshly mapped anonymous memory (nothing touched);
     // its mappings and `reader` must outlive this object (the GuestMemory
-    // object itself may move).
-    static Result<std::unique_ptr<LazyMemory>> start(const SnapshotReader& reader, const GuestMemory& memory);
+    // object itself may move). `hook` runs first on each of the two threads
+    // (base/thread_class.hpp).
+    static Result<std::unique_ptr<LazyMemory>> start(const SnapshotReader& reader, const GuestMemory& memory,
+                                                     const ThreadStartHook& hook = {});
     LazyMemory(const LazyMemory&) = delete;
     LazyMemory& operator=(const LazyMemory&) = delete;
     ~LazyMemory();

@@ -78,13 +78,14 @@ VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std
     };
 }
 
-VmBuilder::RestoredMemory lazy_memory(const SnapshotReader& reader, std::unique_ptr<LazyMemory>& lazy) {
+VmBuilder::RestoredMemory lazy_memory(const SnapshotReader& reader, std::unique_ptr<LazyMemory>& lazy,
+                                      const ThreadStartHook& hook) {
     return {
         [](const MemoryRegionSpec& spec, std::size_t) {
             return GuestMemory::unbacked(MmapRegion::anonymous(spec.size));
         },
-        [&reader, &lazy](const GuestMemory& memory) -> Result<void> {
-            auto started = LazyMemory::start(reader, memory);
+        [&reader, &lazy, &hook](const GuestMemory& memory) -> Result<void> {
+            auto started = LazyMemory::start(reader, memory, hook);
             if (!started) {
                 return started.error();
             }
@@ -155,7 +156,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
     VmBuilder::RestoredMemory memory;
     switch (options.mode) {
         case RestoreMode::Eager: memory = eager_memory(*reader, options.threads, restored.memory_seconds); break;
-        case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy); break;
+        case RestoreMode::Lazy: memory = lazy_memory(*reader, restored.lazy, options.thread_hook); break;
         case RestoreMode::Private: memory = private_memory(*reader, path, restored.guards); break;
     }
     auto vm = VmBuilder(*config, options.start).restore(*machine, memory);
@@ -163,6 +164,7 @@ Result<RestoredVm> restore_vm(const std::string& path, const RestoreOptions& opt
         return vm.error();
     }
     restored.vm = std::move(*vm);
+    restored.vm->set_thread_start_hook(options.thread_hook);
     if (restored.lazy) {
         restored.lazy->on_error([machine_vm = restored.vm.get()](const Error& error) {
             machine_vm->request_exit({ExitReason::VmmError, error.to_string()});

@@ -41,6 +41,9 @@ struct RestoreOptions {
     // Every host resource the VM opens, and the limits on what the file may
     // ask for (restore_config.hpp): the file itself names none.
     RestoreHost host;
+    // Runs on each thread a lazy restore starts, and is given to the VM
+    // (Vm::set_thread_start_hook).
+    ThreadStartHook thread_hook;
 };
 
 // A restored VM with what its memory still reads from: destroy (or

@@ -57,8 +57,12 @@ VmExit Vm::run() {
               m_->vcpus.size());
     start_device_thread();
     for (std::size_t i = 0; i < m_->vcpus.size(); ++i) {
-        threads_.emplace_back([this, i] { vcpu_loop(m_->vcpus[i], i); });
+        threads_.emplace_back([this, i] {
+            start_thread_as(ThreadClass::Vcpu, static_cast<unsigned>(i), thread_hook_);
+            vcpu_loop(m_->vcpus[i], i);
+        });
     }
+    start_thread_as(ThreadClass::Main, 0, thread_hook_);
     {
         std::lock_guard lock(control_mutex_);
         running_ = true;
@@ -120,6 +124,7 @@ void Vm::start_device_thread() {
         return;
     }
     device_thread_ = std::thread([this] {
+        start_thread_as(ThreadClass::Device, 0, thread_hook_);
         if (auto r = m_->device_loop->run(); !r) {
             request_exit({ExitReason::VmmError, r.error().context("device event loop").to_string()});
         }

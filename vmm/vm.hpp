@@ -16,6 +16,7 @@
 #include "base/result.hpp"
 #include "vmm/kvm/diagnosis.hpp"
 #include "vmm/machine.hpp"
+#include "base/thread_class.hpp"
 #include "vmm/vcpu_run_states.hpp"
 #include "vmm/vm_exit.hpp"
 
@@ -56,6 +57,11 @@ public:
     Vm(const Vm&) = delete;
     Vm& operator=(const Vm&) = delete;
     ~Vm();
+
+    // Called on each thread the VM starts (vCPUs, the device loop) before it
+    // does any work, and on the calling thread of run() once those are
+    // started (base/thread_class.hpp). Only before run().
+    void set_thread_start_hook(ThreadStartHook hook) { thread_hook_ = std::move(hook); }
 
     VmExit run();
     // Thread-safe: makes run() return with `exit` (the first request wins).
@@ -116,6 +122,7 @@ private:
     bool running_ = false;
     std::vector<std::thread> threads_;
     std::thread device_thread_;
+    ThreadStartHook thread_hook_;
 };
 
 }  // namespace sbx

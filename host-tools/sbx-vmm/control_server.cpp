@@ -53,7 +53,8 @@ bool write_all(int fd, std::string_view text) {
 
 }  // namespace
 
-Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& path, Handler handler) {
+Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& path, Handler handler,
+                                                            const ThreadStartHook& hook) {
     auto listener = listen_unix(path);
     if (!listener) {
         return listener.error().context("control socket");
@@ -64,7 +65,10 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(const std::string& p
     }
     std::unique_ptr<ControlServer> server(
         new ControlServer(path, std::move(*listener), std::move(*stop), std::move(handler)));
-    server->thread_ = std::thread([s = server.get()] { s->serve(); });
+    server->thread_ = std::thread([s = server.get(), hook] {
+        start_thread_as(ThreadClass::Control, 0, hook);
+        s->serve();
+    });
     return server;
 }
 

@@ -15,6 +15,7 @@
 
 #include "base/event_fd.hpp"
 #include "base/result.hpp"
+#include "base/thread_class.hpp"
 #include "base/unique_fd.hpp"
 
 namespace sbx {
@@ -24,8 +25,10 @@ public:
     using Handler = std::function<nlohmann::json(const nlohmann::json& request)>;
 
     // Listens on `path` (a stale socket there is replaced) and serves
-    // requests with `handler` until destroyed.
-    static Result<std::unique_ptr<ControlServer>> start(const std::string& path, Handler handler);
+    // requests with `handler` until destroyed. `hook` runs first on the
+    // server's thread (base/thread_class.hpp).
+    static Result<std::unique_ptr<ControlServer>> start(const std::string& path, Handler handler,
+                                                        const ThreadStartHook& hook = {});
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
     ~ControlServer();

@@ -19,8 +19,9 @@ StopSignals::~StopSignals() {
     stop();
 }
 
-void StopSignals::start(std::function<void(int)> on_signal) {
-    watcher_ = std::thread([this, on_signal = std::move(on_signal)] {
+void StopSignals::start(std::function<void(int)> on_signal, const ThreadStartHook& hook) {
+    watcher_ = std::thread([this, on_signal = std::move(on_signal), hook] {
+        start_thread_as(ThreadClass::Signals, 0, hook);
         // A short timeout so that stop() is seen; a signal is taken at once.
         const timespec slice{0, 100'000'000};
         while (!stopping_) {

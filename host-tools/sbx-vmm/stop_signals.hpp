@@ -10,6 +10,8 @@
 #include <functional>
 #include <thread>
 
+#include "base/thread_class.hpp"
+
 namespace sbx {
 
 class StopSignals {
@@ -20,8 +22,9 @@ public:
     ~StopSignals();
 
     // Calls `on_signal(signo)` on the watcher thread for each signal taken,
-    // including one that arrived before start(). Once.
-    void start(std::function<void(int)> on_signal);
+    // including one that arrived before start(). Once. `hook` runs first on
+    // the watcher thread (base/thread_class.hpp).
+    void start(std::function<void(int)> on_signal, const ThreadStartHook& hook = {});
     // Ends and joins the watcher; signals arriving later stay pending and
     // blocked (the process is about to exit).
     void stop();
