@@ -15,6 +15,7 @@
 #include "host-tools/sbx-vmm/control_api.hpp"
 #include "host-tools/sbx-vmm/control_request.hpp"
 #include "host-tools/sbx-vmm/control_server.hpp"
+#include "host-tools/sbx-vmm/seccomp_policy.hpp"
 #include "host-tools/sbx-vmm/stop_signals.hpp"
 #include "vmm/vm_builder.hpp"
 
@@ -97,7 +98,8 @@ struct Restore {
 };
 
 sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Restore& restore,
-                                                  sbx::Vm::Clock::time_point start) {
+                                                  sbx::Vm::Clock::time_point start,
+                                                  const sbx::ThreadStartHook& thread_hook) {
     if (!flags.kernel.empty() || !flags.initrd.empty() || !flags.cmdline.empty()) {
         return sbx::make_error("--kernel, --initrd and --cmdline do not apply to --restore (the guest is already running)");
     }
@@ -121,6 +123,7 @@ sbx::Result<sbx::snapshot::RestoredVm> restore_vm(const Flags& flags, const Rest
     options.host.max_cpus = flags.max_cpus;
     options.host.max_memory_mib = flags.max_memory;
     options.start = start;
+    options.thread_hook = thread_hook;
     if (restore.mode == "lazy") {
         options.mode = sbx::snapshot::RestoreMode::Lazy;
     } else if (restore.mode == "private") {
@@ -168,7 +171,8 @@ int main(int argc, char** argv) {
                  "through the control socket or by SIGTERM, SIGINT or SIGHUP (vCPUs first, then the\n"
                  "devices and their I/O in flight), 1 when the VM cannot be created (bad configuration\n"
                  "or input, no usable KVM, a snapshot that cannot be restored), 2 on a guest triple\n"
-                 "fault, 3 on a KVM error, 4 on a VMM error."};
+                 "fault, 3 on a KVM error, 4 on a VMM error, 5 on a guest kernel panic, 6 when a thread\n"
+                 "made a system call its seccomp filter forbids (the line before says which)."};
     app.set_version_flag("--version", "sbx-vmm 0.1.0");
 
     Flags f;
@@ -216,16 +220,42 @@ int main(int argc, char** argv) {
     app.add_option("--restore-mode", restore.mode, "eager (read all memory first), lazy (start at once; "
                                                    "memory loads on fault and behind) or private (map a raw "
                                                    "snapshot copy-on-write; pages load on first touch)");
+    std::string seccomp = "on";
+    app.add_option("--seccomp", seccomp, "on (default): each thread runs under its seccomp filter "
+                                         "(docs/security.md); off: none, for debugging only")
+        ->check(CLI::IsMember({"on", "off"}));
+    std::string seccomp_violation;
+    app.add_option("--seccomp-test-violation", seccomp_violation,
+                   "tests: a thread of this class (run, vcpu, devices, control, signals, lazy-fault, "
+                   "lazy-load) makes one forbidden system call once confined")
+        ->group("");
     CLI11_PARSE(app, argc, argv);
     f.cpus_set = app.count("--cpus") > 0;
     f.memory_set = app.count("--memory") > 0;
+
+    std::unique_ptr<sbx::SeccompPolicy> seccomp_policy;
+    sbx::ThreadStartHook thread_hook;
+    if (seccomp == "on") {
+        auto violate = sbx::parse_thread_class(seccomp_violation);
+        if (!seccomp_violation.empty() && !violate) {
+            sbx::log::error("--seccomp-test-violation: no thread class '{}'", seccomp_violation);
+            return kExitConfigError;
+        }
+        auto policy = sbx::SeccompPolicy::create();
+        if (!policy) {
+            sbx::log::error("{}", describe(policy.error()));
+            return kExitConfigError;
+        }
+        seccomp_policy = std::move(*policy);
+        thread_hook = seccomp_policy->hook(violate);
+    }
 
     sbx::VmConfig config;
     sbx::snapshot::RestoredVm restored;  // holds what a restored VM's memory reads from
     std::unique_ptr<sbx::Vm> booted;
     sbx::Vm* vm = nullptr;
     if (!restore.path.empty()) {
-        auto r = restore_vm(f, restore, start);
+        auto r = restore_vm(f, restore, start, thread_hook);
         if (!r) {
             sbx::log::error("{}", describe(r.error()));
             return kExitConfigError;
@@ -241,6 +271,7 @@ int main(int argc, char** argv) {
             return kExitConfigError;
         }
         booted = std::move(*built);
+        booted->set_thread_start_hook(thread_hook);
         vm = booted.get();
     }
     sbx::ControlOptions control_options;
@@ -257,16 +288,18 @@ int main(int argc, char** argv) {
         auto handler = [vm, &config, &control_options](const nlohmann::json& request) {
             return sbx::handle_control_request(*vm, config, control_options, request);
         };
-        auto started = sbx::ControlServer::start(control, handler);
+        auto started = sbx::ControlServer::start(control, handler, thread_hook);
         if (!started) {
             sbx::log::error("{}", describe(started.error()));
             return kExitConfigError;
         }
         server = std::move(*started);
     }
-    stop_signals.start([vm](int signo) {
-        vm->request_exit({sbx::ExitReason::Stopped, fmt::format("stopped by SIG{}", sigabbrev_np(signo))});
-    });
+    stop_signals.start(
+        [vm](int signo) {
+            vm->request_exit({sbx::ExitReason::Stopped, fmt::format("stopped by SIG{}", sigabbrev_np(signo))});
+        },
+        thread_hook);
     sbx::VmExit exit = vm->run();
     stop_signals.stop();
     server.reset();  // no request may reach a VM that has stopped

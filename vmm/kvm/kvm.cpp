@@ -1,5 +1,6 @@
 // System and VM ioctls (Documentation/virt/kvm/api.rst, sections 4.x).
 #include "vmm/kvm/kvm.hpp"
+#include "vmm/kvm/ioctl_numbers.hpp"
 
 #include <fcntl.h>
 #include "vmm/kvm/linux_kvm.hpp"
@@ -262,3 +263,11 @@ Result<Vcpu> Vm::create_vcpu(std::uint32_t id, std::size_t mmap_size) const {
 }
 
 }  // namespace sbx::kvm
+
+namespace sbx::kvm::ioctls {
+
+std::uint64_t kvm_type() { return std::uint64_t{KVMIO} << 8; }
+std::uint64_t run() { return KVM_RUN; }
+std::uint64_t irq_line() { return KVM_IRQ_LINE; }
+
+}  // namespace sbx::kvm::ioctls
