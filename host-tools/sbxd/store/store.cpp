@@ -380,6 +380,12 @@ Result<SandboxRecord> Store::change_state(const std::string& id, const StateChan
     if (!change.reason.empty()) {
         event["reason"] = change.reason;
     }
+    if (!change.detail.empty()) {
+        event["detail"] = change.detail;
+    }
+    if (change.syscall) {
+        event["syscall"] = *change.syscall;
+    }
     if (auto r = add_event_locked(id, "state", event.dump(), change.now); !r) {
         return r.error();
     }

@@ -57,7 +57,9 @@ struct StateChange {
     // Set with the change (a create or resume that spawned a VMM); a
     // change to a state without a VMM clears it (sandbox/state.hpp has_vmm).
     std::optional<VmmProcess> vmm;
-    std::string reason{};  // in the "state" event when set: auto_stop, idle, wake
+    std::string reason{};  // in the "state" event when set: auto_stop, idle, wake, or why a VMM ended
+    std::string detail{};  // with a crash: the VMM's last error line (vmm/vmm_exit_cause.hpp)
+    std::optional<long> syscall{};  // with reason seccomp: the forbidden system call
 };
 
 // A sandbox's auto-stop (product.md §2): the deadline and the length it

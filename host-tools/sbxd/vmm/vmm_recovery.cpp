@@ -8,6 +8,7 @@
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
+#include "host-tools/sbxd/vmm/vmm_exit_cause.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
 
 namespace sbx::sbxd {
@@ -77,8 +78,10 @@ Result<int> VmmDriver::recover() {
         const UnixMillis now = clock_();
         Result<SandboxRecord> changed = make_error("unset");
         if (s.state == SandboxState::Running) {
-            log::warn("sandbox {}: its VMM is gone; crashed, disk kept", s.id);
-            changed = store_.change_state(s.id, {SandboxState::Crashed, now, std::nullopt});
+            const VmmExitCause cause = vmm_exit_cause(std::nullopt, read_log_tail(f.vmm_log()));
+            log::warn("sandbox {}: its VMM is gone ({}: {}); crashed, disk kept", s.id, cause.reason, cause.detail);
+            changed = store_.change_state(s.id, {SandboxState::Crashed, now, std::nullopt, cause.reason, cause.detail,
+                                                 cause.syscall});
         } else if (s.state == SandboxState::Stopping) {
             // The memory snapshot is renamed into place whole: there, the stop is done.
             const bool saved = f.has_memory();
@@ -151,9 +154,11 @@ void VmmDriver::check_vmms() {
         if (!now || now->state != SandboxState::Running || now->vmm != s.vmm) {
             continue;
         }
-        log::warn("sandbox {}: its VMM ended ({}); crashed, disk kept", s.id, describe(*end));
+        const VmmExitCause cause = vmm_exit_cause(end, read_log_tail(files(s.id).vmm_log()));
+        log::warn("sandbox {}: its VMM ended ({}: {}); crashed, disk kept", s.id, cause.reason, cause.detail);
         end_vmm(files(s.id), std::nullopt, false);
-        (void)store_.change_state(s.id, {SandboxState::Crashed, clock_(), std::nullopt});
+        (void)store_.change_state(s.id,
+                                  {SandboxState::Crashed, clock_(), std::nullopt, cause.reason, cause.detail, cause.syscall});
     }
 }
 
