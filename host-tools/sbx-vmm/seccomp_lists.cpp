@@ -77,6 +77,11 @@ void runtime(ListBuilder& b, const PolicyContext& context) {
     b.with(SCMP_SYS(write), {arg_eq(0, 2)});
     b.with(SCMP_SYS(writev), {arg_eq(0, 2)});
     b.with(SCMP_SYS(prctl), {arg_eq(0, PR_GET_NAME)});
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // A sanitizer build's runtime (tests only): each thread's alternate
+    // signal stack, the pipe it checks thread creation with.
+    b.any({SCMP_SYS(sigaltstack), SCMP_SYS(pipe2)});
+#endif
 }
 
 // A thread that opens no file: open fails with EACCES rather than trapping

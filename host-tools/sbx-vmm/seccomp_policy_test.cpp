@@ -22,6 +22,13 @@
 
 namespace {
 
+// exit_group(2) itself: a sanitizer's _exit runs a leak check, which the
+// child's filter would trap.
+[[noreturn]] void child_exit(int status) {
+    ::syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
 struct ChildEnd {
     int status = -1;  // exit status, or 128 + signal
     std::string stderr_text;
@@ -38,7 +45,7 @@ ChildEnd run_child(const std::function<void()>& body) {
         ::close(fds[0]);
         ::dup2(fds[1], STDERR_FILENO);
         body();
-        ::_exit(0);
+        child_exit(0);
     }
     ::close(fds[1]);
     ChildEnd end;
@@ -57,10 +64,10 @@ ChildEnd run_child(const std::function<void()>& body) {
 void confine_or_exit(sbx::ThreadClass c) {
     auto policy = sbx::SeccompPolicy::create();
     if (!policy) {
-        ::_exit(90);
+        child_exit(90);
     }
     if (!(*policy)->confine(c)) {
-        ::_exit(91);
+        child_exit(91);
     }
     // Deliberately leaked: the filter outlives the policy object anyway.
     (void)policy->release();
@@ -83,7 +90,7 @@ TEST_CASE("every class's filter loads, allows the runtime and traps mount(2) wit
             // The runtime every thread has: memory, time, a line on stderr.
             void* p = ::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (p == MAP_FAILED) {
-                ::_exit(92);
+                child_exit(92);
             }
             static_cast<char*>(p)[0] = 1;
             ::munmap(p, 1 << 20);
@@ -91,8 +98,9 @@ TEST_CASE("every class's filter loads, allows the runtime and traps mount(2) wit
             ::clock_gettime(CLOCK_MONOTONIC, &ts);
             [[maybe_unused]] auto w = ::write(STDERR_FILENO, "alive\n", 6);
             ::syscall(SYS_mount, nullptr, nullptr, nullptr, 0, nullptr);
-            ::_exit(93);  // not reached: the filter traps mount
+            child_exit(93);  // not reached: the filter traps mount
         });
+        CAPTURE(end.stderr_text);
         CHECK(end.status == sbx::kExitSeccomp);
         CHECK(end.stderr_text.find("alive\n") == 0);
         CHECK(end.stderr_text.find("(" + name + ") made system call " + std::to_string(SYS_mount) +
@@ -107,12 +115,14 @@ TEST_CASE("no class may map executable memory or signal another process") {
             confine_or_exit(c);
             ::mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         });
+        CAPTURE(exec_map.stderr_text);
         CHECK(exec_map.status == sbx::kExitSeccomp);
         CHECK(exec_map.stderr_text.find("(mmap)") != std::string::npos);
         auto other = run_child([c] {
             confine_or_exit(c);
             ::syscall(SYS_tgkill, 1, 1, 0);  // pid 1, signal 0: only a probe
         });
+        CAPTURE(other.stderr_text);
         CHECK(other.status == sbx::kExitSeccomp);
         CHECK(other.stderr_text.find("(tgkill)") != std::string::npos);
     }
@@ -125,27 +135,31 @@ TEST_CASE("a vCPU or device thread opens no file (EACCES); the device thread ope
         auto opened = run_child([c] {
             confine_or_exit(c);
             const long fd = ::syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/overcommit_memory", O_RDONLY);
-            ::_exit(fd < 0 && errno == EACCES ? 0 : 97);
+            child_exit(fd < 0 && errno == EACCES ? 0 : 97);
         });
+        CAPTURE(opened.stderr_text);
         CHECK(opened.status == 0);
     }
     auto vcpu_socket = run_child([] {
         confine_or_exit(sbx::ThreadClass::Vcpu);
         ::socket(AF_UNIX, SOCK_STREAM, 0);
     });
+    CAPTURE(vcpu_socket.stderr_text);
     CHECK(vcpu_socket.status == sbx::kExitSeccomp);
     CHECK(vcpu_socket.stderr_text.find("(vcpu) made system call " + std::to_string(SYS_socket)) != std::string::npos);
 
     auto device_unix = run_child([] {
         confine_or_exit(sbx::ThreadClass::Device);
         const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ::_exit(s >= 0 ? 0 : 94);
+        child_exit(s >= 0 ? 0 : 94);
     });
+    CAPTURE(device_unix.stderr_text);
     CHECK(device_unix.status == 0);
     auto device_inet = run_child([] {
         confine_or_exit(sbx::ThreadClass::Device);
         ::socket(AF_INET, SOCK_STREAM, 0);
     });
+    CAPTURE(device_inet.stderr_text);
     CHECK(device_inet.status == sbx::kExitSeccomp);
     CHECK(device_inet.stderr_text.find("(socket)") != std::string::npos);
 
@@ -154,6 +168,7 @@ TEST_CASE("a vCPU or device thread opens no file (EACCES); the device thread ope
         char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
         ::execve("/bin/true", argv, nullptr);
     });
+    CAPTURE(device_exec.stderr_text);
     CHECK(device_exec.status == sbx::kExitSeccomp);
     CHECK(device_exec.stderr_text.find("(execve)") != std::string::npos);
 }
@@ -167,29 +182,30 @@ TEST_CASE("a thread started by the control thread keeps the control filter and a
     auto end = run_child([] {
         auto policy = sbx::SeccompPolicy::create();
         if (!policy || !(*policy)->confine(sbx::ThreadClass::Control)) {
-            ::_exit(90);
+            child_exit(90);
         }
         const long control_fd = ::syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/overcommit_memory", O_RDONLY);
         if (control_fd < 0) {
-            ::_exit(94);
+            child_exit(94);
         }
         auto hook = (*policy)->hook();
         std::thread t([&hook] {
             sbx::start_thread_as(sbx::ThreadClass::Device, 0, hook);
             const long fd = ::syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/overcommit_memory", O_RDONLY);
             if (fd >= 0 || errno != EACCES) {
-                ::_exit(95);
+                child_exit(95);
             }
             const int e = ::eventfd(0, EFD_CLOEXEC);
             const std::uint64_t one = 1;
             if (e < 0 || ::write(e, &one, sizeof one) != sizeof one) {
-                ::_exit(96);
+                child_exit(96);
             }
             ::listen(e, 1);
-            ::_exit(97);
+            child_exit(97);
         });
         t.join();
     });
+    CAPTURE(end.stderr_text);
     CHECK(end.status == sbx::kExitSeccomp);
     CHECK(end.stderr_text.find("thread sbx-devices (devices) made system call " + std::to_string(SYS_listen)) !=
           std::string::npos);
