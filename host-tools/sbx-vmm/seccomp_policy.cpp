@@ -27,48 +27,64 @@ std::array<const char*, kNamedCalls> g_call_names{};
 thread_local const char* t_class_name = "unconfined";
 
 // Async-signal-safe and past any interceptor (a sanitizer's _exit runs
-// a leak check, which its filter would trap): raw write(2) and exit_group(2).
-void put(const char* s) {
-    [[maybe_unused]] long r = ::syscall(SYS_write, STDERR_FILENO, s, std::strlen(s));
-}
+// a leak check, which its filter would trap): the report is built in a
+// buffer and written with one raw write(2), so another thread's log line
+// cannot land inside it; then a raw exit_group(2).
+class Line {
+public:
+    void put(const char* s) {
+        while (*s != '\0' && len_ < sizeof buf_ - 1) {
+            buf_[len_++] = *s++;
+        }
+    }
+    void put_number(long v) {
+        char digits[24];
+        char* p = digits + sizeof digits;
+        *--p = '\0';
+        const bool negative = v < 0;
+        unsigned long u = negative ? 0UL - static_cast<unsigned long>(v) : static_cast<unsigned long>(v);
+        do {
+            *--p = static_cast<char>('0' + u % 10);
+            u /= 10;
+        } while (u != 0);
+        if (negative) {
+            *--p = '-';
+        }
+        put(p);
+    }
+    void write_out() {
+        buf_[len_] = '\n';
+        [[maybe_unused]] long r = ::syscall(SYS_write, STDERR_FILENO, buf_, len_ + 1);
+    }
+
+private:
+    char buf_[256];
+    std::size_t len_ = 0;
+};
 
 [[noreturn]] void exit_process(int status) {
     ::syscall(SYS_exit_group, status);
     __builtin_unreachable();
 }
 
-void put_number(long v) {
-    char buf[24];
-    char* p = buf + sizeof buf;
-    *--p = '\0';
-    const bool negative = v < 0;
-    unsigned long u = negative ? 0UL - static_cast<unsigned long>(v) : static_cast<unsigned long>(v);
-    do {
-        *--p = static_cast<char>('0' + u % 10);
-        u /= 10;
-    } while (u != 0);
-    if (negative) {
-        *--p = '-';
-    }
-    put(p);
-}
-
 void on_sigsys(int, siginfo_t* info, void*) {
     char thread[16] = "?";
     ::syscall(SYS_prctl, PR_GET_NAME, thread, 0, 0, 0);
     const int nr = info->si_syscall;
-    put("sbx-vmm: error: exit: seccomp: thread ");
-    put(thread);
-    put(" (");
-    put(t_class_name);
-    put(") made system call ");
-    put_number(nr);
+    Line line;
+    line.put("sbx-vmm: error: exit: seccomp: thread ");
+    line.put(thread);
+    line.put(" (");
+    line.put(t_class_name);
+    line.put(") made system call ");
+    line.put_number(nr);
     if (nr >= 0 && nr < kNamedCalls && g_call_names[static_cast<std::size_t>(nr)] != nullptr) {
-        put(" (");
-        put(g_call_names[static_cast<std::size_t>(nr)]);
-        put(")");
+        line.put(" (");
+        line.put(g_call_names[static_cast<std::size_t>(nr)]);
+        line.put(")");
     }
-    put(", which its filter forbids\n");
+    line.put(", which its filter forbids");
+    line.write_out();
     exit_process(kExitSeccomp);
 }
 
@@ -195,9 +211,10 @@ Result<void> SeccompPolicy::confine(ThreadClass c) const {
 ThreadStartHook SeccompPolicy::hook(std::optional<ThreadClass> violate) const {
     return [this, violate](ThreadClass c, unsigned) {
         if (auto r = confine(c); !r) {
-            put("sbx-vmm: error: exit: seccomp: ");
-            put(r.error().to_string().c_str());
-            put("\n");
+            Line line;
+            line.put("sbx-vmm: error: exit: seccomp: ");
+            line.put(r.error().to_string().c_str());
+            line.write_out();
             exit_process(kExitSeccomp);
         }
         if (violate && *violate == c) {
