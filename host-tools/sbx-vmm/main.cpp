@@ -15,6 +15,7 @@
 #include "host-tools/sbx-vmm/control_api.hpp"
 #include "host-tools/sbx-vmm/control_request.hpp"
 #include "host-tools/sbx-vmm/control_server.hpp"
+#include "host-tools/sbx-vmm/process_confinement.hpp"
 #include "host-tools/sbx-vmm/seccomp_policy.hpp"
 #include "host-tools/sbx-vmm/stop_signals.hpp"
 #include "vmm/vm_builder.hpp"
@@ -162,6 +163,11 @@ void log_lazy_stats(const sbx::snapshot::LazyMemory& lazy) {
 
 int main(int argc, char** argv) {
     const auto start = sbx::Vm::Clock::now();
+    // Before anything is opened: no inherited descriptor, no core dump.
+    if (auto r = sbx::shed_inheritance(); !r) {
+        sbx::log::error("{}", r.error().to_string());
+        return kExitConfigError;
+    }
     sbx::StopSignals stop_signals;  // before any thread exists
     // A console reader that goes away must not kill the VMM (the library
     // uses send(MSG_NOSIGNAL) for sockets; pipes need this).
@@ -294,6 +300,11 @@ int main(int argc, char** argv) {
             return kExitConfigError;
         }
         server = std::move(*started);
+    }
+    // Everything is open (/dev/kvm, tap, disks, userfaultfd, sockets).
+    if (auto r = sbx::drop_capabilities(); !r) {
+        sbx::log::error("{}", describe(r.error()));
+        return kExitConfigError;
     }
     stop_signals.start(
         [vm](int signo) {

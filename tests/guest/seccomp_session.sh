@@ -61,6 +61,14 @@ done
 check "every thread runs under a seccomp filter with no_new_privs (Seccomp: 2, NoNewPrivs: 1)" "" \
   "$(grep -v ' 2 1$' <<<"$report")"
 
+# The process as a whole: no capability left in any set (it ran as root
+# until the VM was assembled), no core dump.
+caps=$(awk '/^Cap(Inh|Prm|Eff|Bnd|Amb):/ {printf "%s%s=%s", sep, $1, $2; sep=" "}' "/proc/$vmm_pid/status")
+check "no capability left once the VM runs" \
+  "CapInh:=0000000000000000 CapPrm:=0000000000000000 CapEff:=0000000000000000 CapBnd:=0000000000000000 CapAmb:=0000000000000000" \
+  "$caps"
+check "no core dump (RLIMIT_CORE 0)" "0 0" "$(awk '/^Max core file size/ {print $5, $6}' "/proc/$vmm_pid/limits")"
+
 reply=$(control "{\"op\":\"snapshot\",\"path\":\"$snap\",\"mode\":\"compressed\"}"); st=$?
 check "a snapshot through the control socket (the control thread's filter)" 0 "$st"
 [ -s "$snap" ] && ok "... written ($(du -k "$snap" | cut -f1) KiB)" || bad "... no snapshot file: $reply"
