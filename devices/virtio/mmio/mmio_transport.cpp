@@ -212,8 +212,18 @@ void MmioTransport::write_status(std::uint32_t value) {
         reset_device();
         return;
     }
-    // The driver only adds bits (§3.1.1); NEEDS_RESET is the device's own.
-    const std::uint32_t added = value & ~status_ & ~kStatusNeedsReset;
+    // The driver only adds bits (§3.1.1), and only those §2.1 gives it;
+    // NEEDS_RESET is the device's own. A reserved bit kept here would be a
+    // status no snapshot restores.
+    constexpr std::uint32_t kDriverBits =
+        kStatusAcknowledge | kStatusDriver | kStatusDriverOk | kStatusFeaturesOk | kStatusFailed;
+    std::uint32_t added = value & ~status_ & kDriverBits;
+    if ((added & kStatusDriverOk) != 0 && ((status_ | added) & kStatusFeaturesOk) == 0) {
+        // §3.1.1: DRIVER_OK comes after FEATURES_OK. Taken before it, the
+        // device would show DRIVER_OK without ever being activated.
+        log::warn("{}: DRIVER_OK without FEATURES_OK refused", device_->name());
+        added &= ~kStatusDriverOk;
+    }
     if ((added & kStatusFeaturesOk) != 0) {
         const std::uint64_t unknown = driver_features_ & ~offered_features();
         if (unknown != 0 || (driver_features_ & kFeatureVersion1) == 0) {
