@@ -3,19 +3,26 @@
 // serve the control socket (docs/vmm-control.md).
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 
 #include "base/log.hpp"
+#include "base/unique_fd.hpp"
 #include "host-tools/sbx-vmm/crash_dump.hpp"
 #include "snapshot/vm_snapshot.hpp"
 #include "host-tools/sbx-vmm/control_api.hpp"
 #include "host-tools/sbx-vmm/control_request.hpp"
 #include "host-tools/sbx-vmm/control_server.hpp"
 #include "host-tools/sbx-vmm/process_confinement.hpp"
+#include "host-tools/sbx-vmm/jail.hpp"
 #include "host-tools/sbx-vmm/seccomp_policy.hpp"
 #include "host-tools/sbx-vmm/stop_signals.hpp"
 #include "vmm/vm_builder.hpp"
@@ -159,6 +166,48 @@ void log_lazy_stats(const sbx::snapshot::LazyMemory& lazy) {
                                       : std::string("never"));
 }
 
+// The paths a jailed VMM still uses once inside: where snapshots go, the
+// vsock sockets it connects to for guest connections, and its control
+// socket (removed at exit).
+sbx::Result<void> check_jail_paths(const sbx::JailSpec& jail, const std::string& control,
+                                   const sbx::ControlOptions& options, const sbx::VmConfig& config) {
+    if (!options.snapshot_dir.empty()) {
+        if (auto r = sbx::check_inside_jail(jail, "--snapshot-dir", options.snapshot_dir); !r) {
+            return r;
+        }
+    }
+    if (config.vsock) {
+        if (auto r = sbx::check_inside_jail(jail, "--vsock uds", config.vsock->uds); !r) {
+            return r;
+        }
+    }
+    if (!control.empty()) {
+        return sbx::check_inside_jail(jail, "--control", control);
+    }
+    return sbx::ok();
+}
+
+// Capabilities are per thread (capset(2), PR_CAPBSET_DROP): a thread
+// started before the main thread drops its own (the control server's,
+// lazy restore's) would keep them, so every thread started by an
+// unfiltered thread drops its own first thing (one started by a filtered
+// thread inherited that thread's filter and its empty sets), then loads
+// its seccomp filter when there is one. With a jail still to enter, it
+// keeps what taking the jail's ids needs; taking them clears the rest.
+sbx::ThreadStartHook confine_each_thread(sbx::ThreadStartHook seccomp, bool jailed) {
+    return [seccomp = std::move(seccomp), jailed](sbx::ThreadClass c, unsigned index) {
+        if (::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0) {
+            if (auto r = sbx::drop_capabilities(jailed ? sbx::jail_id_capabilities() : 0); !r) {
+                sbx::log::error("exit: {}", describe(r.error()));
+                std::_Exit(sbx::exit_code(sbx::ExitReason::VmmError));
+            }
+        }
+        if (seccomp) {
+            seccomp(c, index);
+        }
+    };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -226,6 +275,17 @@ int main(int argc, char** argv) {
     app.add_option("--restore-mode", restore.mode, "eager (read all memory first), lazy (start at once; "
                                                    "memory loads on fault and behind) or private (map a raw "
                                                    "snapshot copy-on-write; pages load on first touch)");
+    std::string jail_dir, jail_user;
+    app.add_option("--jail", jail_dir, "once the VM is assembled, run in new mount, IPC, UTS and network "
+                                       "namespaces with this directory as the only host path left (bound at "
+                                       "its own path; --snapshot-dir, --vsock uds and --control must be in "
+                                       "it), as --jail-user (docs/security.md)")
+        ->check(CLI::ExistingDirectory);
+    app.add_option("--jail-user", jail_user, "with --jail: UID:GID to run as (non-zero)");
+    std::vector<std::string> jail_test_open;
+    app.add_option("--jail-test-open", jail_test_open, "tests: once jailed, try to open this path and say how "
+                                                       "it went")
+        ->group("");
     std::string seccomp = "on";
     app.add_option("--seccomp", seccomp, "on (default): each thread runs under its seccomp filter "
                                          "(docs/security.md); off: none, for debugging only")
@@ -239,6 +299,23 @@ int main(int argc, char** argv) {
     f.cpus_set = app.count("--cpus") > 0;
     f.memory_set = app.count("--memory") > 0;
 
+    std::optional<sbx::JailSpec> jail;
+    if (!jail_dir.empty() || !jail_user.empty()) {
+        auto identity = jail_user.empty() || jail_dir.empty()
+                            ? sbx::Result<sbx::JailIdentity>(sbx::make_coded_error(
+                                  "bad_config", "--jail and --jail-user go together"))
+                            : sbx::parse_jail_identity(jail_user);
+        auto spec = identity ? sbx::make_jail_spec(jail_dir, *identity) : identity.error();
+        if (!spec) {
+            sbx::log::error("{}", describe(spec.error()));
+            return kExitConfigError;
+        }
+        jail = std::move(*spec);
+        if (!control.empty() && !control.starts_with('/')) {
+            control = std::filesystem::absolute(control).lexically_normal().string();
+        }
+    }
+
     std::unique_ptr<sbx::SeccompPolicy> seccomp_policy;
     sbx::ThreadStartHook thread_hook;
     if (seccomp == "on") {
@@ -247,7 +324,7 @@ int main(int argc, char** argv) {
             sbx::log::error("--seccomp-test-violation: no thread class '{}'", seccomp_violation);
             return kExitConfigError;
         }
-        auto policy = sbx::SeccompPolicy::create();
+        auto policy = sbx::SeccompPolicy::create(jail ? std::optional(jail->identity) : std::nullopt);
         if (!policy) {
             sbx::log::error("{}", describe(policy.error()));
             return kExitConfigError;
@@ -255,6 +332,7 @@ int main(int argc, char** argv) {
         seccomp_policy = std::move(*policy);
         thread_hook = seccomp_policy->hook(violate);
     }
+    thread_hook = confine_each_thread(std::move(thread_hook), jail.has_value());
 
     sbx::VmConfig config;
     sbx::snapshot::RestoredVm restored;  // holds what a restored VM's memory reads from
@@ -288,6 +366,22 @@ int main(int argc, char** argv) {
             return kExitConfigError;
         }
         control_options.snapshot_dir = std::move(*dir);
+    }
+    if (jail) {
+        // Before the control server's thread: only lazy restore's threads
+        // exist to take the new ids with the main thread.
+        auto entered = check_jail_paths(*jail, control, control_options, config);
+        if (entered) {
+            entered = sbx::enter_jail(*jail);
+        }
+        if (!entered) {
+            sbx::log::error("{}", describe(entered.error()));
+            return kExitConfigError;
+        }
+        for (const auto& path : jail_test_open) {
+            sbx::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+            sbx::log::info("jail test: open {}: {}", path, fd ? "opened" : std::strerror(errno));
+        }
     }
     std::unique_ptr<sbx::ControlServer> server;
     if (!control.empty()) {

@@ -21,7 +21,7 @@ Result<void> shed_inheritance() {
     return ok();
 }
 
-Result<void> drop_capabilities() {
+Result<void> drop_capabilities(std::uint64_t keep) {
     // The bounding set first: dropping from it needs CAP_SETPCAP, which
     // the capset below takes away. EINVAL: a capability this kernel lacks.
     for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
@@ -35,10 +35,23 @@ Result<void> drop_capabilities() {
     }
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    if (keep != 0 && ::syscall(SYS_capget, &header, data) != 0) {
+        return sys_error("capget");
+    }
+    // Only what is held can be kept: capset refuses to add to the
+    // permitted set.
+    for (std::size_t i = 0; i < _LINUX_CAPABILITY_U32S_3; ++i) {
+        const auto kept = static_cast<std::uint32_t>(keep >> (32 * i)) & data[i].permitted;
+        data[i] = {kept, kept, 0};
+    }
     if (::syscall(SYS_capset, &header, data) != 0) {
         return sys_error("capset (all capabilities off)");
     }
     return ok();
+}
+
+std::uint64_t jail_id_capabilities() {
+    return (std::uint64_t{1} << CAP_SETUID) | (std::uint64_t{1} << CAP_SETGID);
 }
 
 }  // namespace sbx

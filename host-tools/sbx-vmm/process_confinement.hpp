@@ -5,6 +5,8 @@
 // sockets are open.
 #pragma once
 
+#include <cstdint>
+
 #include "base/result.hpp"
 
 namespace sbx {
@@ -13,10 +15,17 @@ namespace sbx {
 // stderr (close_range(2)) and sets RLIMIT_CORE to 0.
 [[nodiscard]] Result<void> shed_inheritance();
 
-// Once the VM is assembled, before it runs: clears the effective,
-// permitted and inheritable sets (capset(2)), the ambient set, and the
-// bounding set as far as the process may (PR_CAPBSET_DROP needs
-// CAP_SETPCAP, which a root process has until this call).
-[[nodiscard]] Result<void> drop_capabilities();
+// For the calling thread (capabilities are per thread): clears the
+// inheritable set, the ambient set, the bounding set as far as the thread
+// may (PR_CAPBSET_DROP needs CAP_SETPCAP, which a root thread has until
+// this call), and the effective and permitted sets but for the
+// capabilities in `keep` (a mask of CAP_* bits) it holds. sbx-vmm calls it
+// in the main thread once the VM is assembled and at the start of every
+// other thread; threads that exist when a jail switches ids keep
+// CAP_SETUID and CAP_SETGID for it (leaving uid 0 then clears them).
+[[nodiscard]] Result<void> drop_capabilities(std::uint64_t keep = 0);
+
+// CAP_SETUID and CAP_SETGID: what a thread needs to take a jail's ids.
+[[nodiscard]] std::uint64_t jail_id_capabilities();
 
 }  // namespace sbx

@@ -77,6 +77,9 @@ void runtime(ListBuilder& b, const PolicyContext& context) {
     b.with(SCMP_SYS(write), {arg_eq(0, 2)});
     b.with(SCMP_SYS(writev), {arg_eq(0, 2)});
     b.with(SCMP_SYS(prctl), {arg_eq(0, PR_GET_NAME)});
+    // A thread starting asks whether it inherited a filter (main.cpp's
+    // confine_each_thread: then it inherited no capability either).
+    b.with(SCMP_SYS(prctl), {arg_eq(0, PR_GET_SECCOMP)});
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // A sanitizer build's runtime (tests only): each thread's alternate
     // signal stack, the pipe it checks thread creation with.
@@ -188,6 +191,16 @@ std::vector<SyscallRule> allow_list(ThreadClass c, const PolicyContext& context)
             b.any({SCMP_SYS(pread64), SCMP_SYS(preadv)});
             b.with(SCMP_SYS(ioctl), {arg_masked(1, kvm::ioctls::kTypeMask, std::uint64_t{UFFDIO} << 8)});
             no_files(b);
+            if (context.jail) {
+                // They run when the main thread enters the jail, and glibc
+                // makes every thread take the new ids (its setxid
+                // broadcast): exactly those ids, nothing else.
+                const auto u = context.jail->uid;
+                const auto g = context.jail->gid;
+                b.with(SCMP_SYS(setgroups), {arg_eq(0, 0)});
+                b.with(SCMP_SYS(setresgid), {arg_eq(0, g), arg_eq(1, g), arg_eq(2, g)});
+                b.with(SCMP_SYS(setresuid), {arg_eq(0, u), arg_eq(1, u), arg_eq(2, u)});
+            }
             break;
     }
     return b.take();

@@ -168,7 +168,7 @@ struct SeccompPolicy::Program {
 SeccompPolicy::SeccompPolicy() = default;
 SeccompPolicy::~SeccompPolicy() = default;
 
-Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::create() {
+Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::create(std::optional<JailIdentity> jail) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
         return sys_error("prctl(PR_SET_NO_NEW_PRIVS)");
     }
@@ -183,7 +183,7 @@ Result<std::unique_ptr<SeccompPolicy>> SeccompPolicy::create() {
         return sys_error("sigaction(SIGSYS)");
     }
     std::unique_ptr<SeccompPolicy> policy(new SeccompPolicy());
-    const PolicyContext context{static_cast<int>(::getpid())};
+    const PolicyContext context{static_cast<int>(::getpid()), jail};
     for (ThreadClass c : kClasses) {
         auto program = compile(c, context);
         if (!program) {

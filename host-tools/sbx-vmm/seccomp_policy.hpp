@@ -21,6 +21,7 @@
 
 #include "base/result.hpp"
 #include "base/thread_class.hpp"
+#include "host-tools/sbx-vmm/jail.hpp"
 
 namespace sbx {
 
@@ -48,9 +49,11 @@ struct SyscallRule {
     int refuse_errno = 0;
 };
 
-// What a list may depend on: the process's own pid (tgkill, kill).
+// What a list may depend on: the process's own pid (tgkill, kill), and
+// the identity a jail switches to (threads alive when it does take part).
 struct PolicyContext {
     int pid = 0;
+    std::optional<JailIdentity> jail;
 };
 
 std::vector<SyscallRule> allow_list(ThreadClass c, const PolicyContext& context);
@@ -58,8 +61,9 @@ std::vector<SyscallRule> allow_list(ThreadClass c, const PolicyContext& context)
 class SeccompPolicy {
 public:
     // Sets no_new_privs for the process, installs the SIGSYS reporter and
-    // compiles every class's filter. Call once, before any thread starts.
-    static Result<std::unique_ptr<SeccompPolicy>> create();
+    // compiles every class's filter. Call once, before any thread starts;
+    // `jail`: the identity enter_jail will switch to.
+    static Result<std::unique_ptr<SeccompPolicy>> create(std::optional<JailIdentity> jail = std::nullopt);
     SeccompPolicy(const SeccompPolicy&) = delete;
     SeccompPolicy& operator=(const SeccompPolicy&) = delete;
     ~SeccompPolicy();
