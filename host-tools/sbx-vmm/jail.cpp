@@ -1,10 +1,8 @@
 #include "host-tools/sbx-vmm/jail.hpp"
 
 #include <grp.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +12,8 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
+
+#include "host-tools/sbx-vmm/process_confinement.hpp"
 
 namespace sbx {
 
@@ -54,18 +54,6 @@ Result<void> make_path(const std::string& root, std::string_view path) {
             return jail_error("mkdir " + at);
         }
         pos = next + 1;
-    }
-    return ok();
-}
-
-// The bounding set, as far as this thread may (capabilities are per
-// thread; the lazy-restore threads drop theirs when they start).
-Result<void> drop_bounding_set() {
-    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
-        if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 &&
-            errno != EPERM) {
-            return jail_error("prctl(PR_CAPBSET_DROP)");
-        }
     }
     return ok();
 }
@@ -158,7 +146,7 @@ Result<void> enter_jail(const JailSpec& spec) {
         return jail_error("sethostname");
     }
     if (auto r = drop_bounding_set(); !r) {
-        return r;
+        return r.error().context("jail").with_code("jail");
     }
     if (::setgroups(0, nullptr) != 0) {
         return jail_error("setgroups(0)");

@@ -21,14 +21,23 @@ Result<void> shed_inheritance() {
     return ok();
 }
 
-Result<void> drop_capabilities(std::uint64_t keep) {
-    // The bounding set first: dropping from it needs CAP_SETPCAP, which
-    // the capset below takes away. EINVAL: a capability this kernel lacks.
+Result<void> drop_bounding_set() {
+    // EPERM: no CAP_SETPCAP (any more). EINVAL is never asked for: only
+    // capabilities PR_CAPBSET_READ says this kernel has are dropped.
     for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
         if (::prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 &&
             errno != EPERM) {
             return sys_error("prctl(PR_CAPBSET_DROP, {})", cap);
         }
+    }
+    return ok();
+}
+
+Result<void> drop_capabilities(std::uint64_t keep) {
+    // The bounding set first: dropping from it needs CAP_SETPCAP, which
+    // the capset below takes away.
+    if (auto r = drop_bounding_set(); !r) {
+        return r;
     }
     if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
         return sys_error("prctl(PR_CAP_AMBIENT_CLEAR_ALL)");

@@ -25,6 +25,9 @@ namespace sbx {
 // CAP_SETUID and CAP_SETGID for it (leaving uid 0 then clears them).
 [[nodiscard]] Result<void> drop_capabilities(std::uint64_t keep = 0);
 
+// The calling thread's bounding set, as far as it may (CAP_SETPCAP).
+[[nodiscard]] Result<void> drop_bounding_set();
+
 // CAP_SETUID and CAP_SETGID: what a thread needs to take a jail's ids.
 [[nodiscard]] std::uint64_t jail_id_capabilities();
 
