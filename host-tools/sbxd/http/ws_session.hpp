@@ -30,8 +30,13 @@ namespace bhttp = boost::beast::http;
 namespace websocket = boost::beast::websocket;
 
 // The handshake's fields besides what is_upgrade() checks (§4.2.1):
-// version 13 and a key of 16 bytes in base64. Why not, or "".
+// HTTP/1.1 with a Host field, version 13 and a key of 16 bytes in base64
+// (all that Beast's accept checks, so that none of its plain-text 400s
+// replaces the API's JSON error). Why not, or "".
 inline std::string bad_handshake(const bhttp::request_header<>& header) {
+    if (header.version() != 11 || header.count(bhttp::field::host) == 0) {
+        return "a WebSocket handshake is an HTTP/1.1 request with a Host field (RFC 6455 §4.1)";
+    }
     if (header[bhttp::field::sec_websocket_version] != "13") {
         return "Sec-WebSocket-Version must be 13 (RFC 6455 §4.2.1)";
     }
