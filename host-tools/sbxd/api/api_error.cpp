@@ -38,12 +38,14 @@ ApiError to_api_error(const Error& error) {
 }
 
 std::string error_body(const ApiError& error, std::string_view request_id) {
+    // A message may quote the request (a percent-decoded query value), which
+    // need not be UTF-8: replaced, not thrown as type_error 316.
     return nlohmann::json{{"ok", false},
                           {"status", error.status},
                           {"code", error.code},
                           {"message", error.message},
                           {"requestId", request_id}}
-        .dump();
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace sbx::sbxd::api
