@@ -129,11 +129,12 @@ struct Fixture {
             return;
         }
         const std::uint64_t key = std::uint64_t{h.dst_port} << 32 | h.src_port;
-        auto it = streams.find(key);
+        // A guest may talk on ports before it saw the device's REQUEST for them.
+        auto [it, fresh] = streams.try_emplace(key);
         if (h.operation() == Op::Request) {
             // A new stream; one that was there is reset.
-            check(it == streams.end() || !it->second.host || ends(it->second.host.get()));
-            Stream& s = streams[key] = Stream{};
+            check(fresh || !it->second.host || ends(it->second.host.get()));
+            Stream& s = it->second = Stream{};
             s.buf_alloc = h.buf_alloc;
             s.fwd_cnt = h.fwd_cnt;
             for (std::size_t i = 0; i < 2; ++i) {
@@ -141,9 +142,6 @@ struct Fixture {
                     s.host = UniqueFd(::accept4(listeners[i].get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
                 }
             }
-            return;
-        }
-        if (it == streams.end()) {
             return;
         }
         Stream& s = it->second;
@@ -174,10 +172,8 @@ struct Fixture {
         if (!tracked) {
             return;
         }
-        if (h.operation() == Op::Request) {
-            streams[key] = Stream{};  // a host client's CONNECT
-        }
-        auto it = streams.find(key);
+        // A host client's CONNECT, unless the guest already answered it.
+        auto it = h.operation() == Op::Request ? streams.try_emplace(key).first : streams.find(key);
         if (it == streams.end() || h.operation() == Op::Rst) {
             return;  // an RST may have been queued before a new stream took the ports
         }
