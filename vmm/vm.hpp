@@ -16,6 +16,7 @@
 #include "base/result.hpp"
 #include "vmm/kvm/diagnosis.hpp"
 #include "vmm/machine.hpp"
+#include "vmm/memory/page_walk.hpp"
 #include "base/thread_class.hpp"
 #include "vmm/vcpu_run_states.hpp"
 #include "vmm/vm_exit.hpp"
@@ -41,6 +42,10 @@ struct VmDiagnosis {
     // in KVM_RUN); the counters and the chips are there all the same.
     std::string vcpus_unavailable;
     std::vector<kvm::VcpuDiagnosis> vcpus;
+    // Each vCPU's rip through its page tables in guest memory (long mode
+    // only; an error when a table lies outside memory): a CPU that keeps
+    // faulting on a rip its memory maps was given a stale translation.
+    std::vector<std::optional<Result<PageWalk>>> rip_walks;
     kvm::ChipDiagnosis chips;
     Serial::State serial;
     std::vector<Counters> vcpu_stats;  // KVM's counters per vCPU, read before the pause

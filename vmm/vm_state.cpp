@@ -177,6 +177,12 @@ Result<VmDiagnosis> Vm::diagnose() {
             d.vcpus.push_back(std::move(*vcpu));
         }
     }
+    constexpr std::uint64_t kEferLma = 1ULL << 10, kCr4La57 = 1ULL << 12;
+    for (const auto& v : d.vcpus) {
+        d.rip_walks.push_back((v.efer & kEferLma) != 0
+                                  ? std::optional(walk_long_mode(m_->memory, v.cr3, (v.cr4 & kCr4La57) != 0, v.rip))
+                                  : std::nullopt);
+    }
     d.serial = m_->serial->save();
     if (stopped && !d.was_paused) {
         if (auto r = resume(); !r) {

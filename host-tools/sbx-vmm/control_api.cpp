@@ -131,6 +131,25 @@ json vcpu_json(const kvm::VcpuDiagnosis& v, const VmDiagnosis::Counters& stats) 
             {"kvm", counters(stats)}};
 }
 
+json walk_json(const Result<PageWalk>& walk) {
+    if (!walk) {
+        return {{"error", walk.error().to_string()}};
+    }
+    json entries = json::array();
+    for (auto e : walk->entries) {
+        entries.push_back(hex(e));
+    }
+    json out = {{"maps", walk->present}, {"entries", entries}};
+    if (walk->present) {
+        out["physical"] = hex(walk->physical);
+        out["page_size"] = walk->page_size;
+        out["writable"] = walk->writable;
+        out["user"] = walk->user;
+        out["executable"] = walk->executable;
+    }
+    return out;
+}
+
 json diagnose(Vm& vm) {
     auto d = vm.diagnose();
     if (!d) {
@@ -139,6 +158,9 @@ json diagnose(Vm& vm) {
     json vcpus = json::array();
     for (std::size_t i = 0; i < d->vcpus.size(); ++i) {
         vcpus.push_back(vcpu_json(d->vcpus[i], i < d->vcpu_stats.size() ? d->vcpu_stats[i] : VmDiagnosis::Counters{}));
+        if (i < d->rip_walks.size() && d->rip_walks[i]) {
+            vcpus.back()["rip_walk"] = walk_json(*d->rip_walks[i]);
+        }
     }
     // vCPUs that did not stop: their counters only.
     for (std::size_t i = d->vcpus.size(); i < d->vcpu_stats.size(); ++i) {
