@@ -102,7 +102,10 @@ expect_contains() {
 # sbx-vmm dumped (SBX_VMM_CRASH_DUMP_DIR=$work), map the IDT entries and
 # the rip the CPU faulted on: no x86 CPU faults on present mappings, so the
 # fault came from below the VMM (level 1's KVM or QEMU's emulated SVM;
-# tests/harness/README.md, "Triple faults"). The failed run's output
+# tests/harness/README.md, "Triple faults"). So is a failed run that printed
+# a `HARNESS-BELOW:` line: a guest spinning on page faults level 1's KVM
+# injects at a rip the guest's CPU keeps executing (tests/guest/tools/
+# pf_spin.py; the README's "Page-fault spins"). The failed run's output
 # is kept as OUT_FILE.l1-failed-N (its dumps in $work/l1-failed-N), said on
 # stderr, and appended to $SBX_HARNESS_RETRY_LOG (tests/run lists them),
 # with a copy of the output in the folder beside it (RETRY_LOG without
@@ -146,12 +149,20 @@ run_nested() {
 }
 
 # l1_failure STATUS OUT_FILE : prints what failed when STATUS and the
-# harness's last error line in OUT_FILE say level 1 itself failed.
+# harness's last error line in OUT_FILE say level 1 itself failed, or when
+# a failed CMD printed a HARNESS-BELOW line (a fault from below the VMM).
 l1_failure() {
   local line
-  case "$1" in 249|250) ;; *) return 0 ;; esac
-  line=$(grep -E '^nested: error: (level 1 wedged|the level-1 kernel panicked)' "$2" | tail -n1) || true
-  [ -n "$line" ] && printf '%s\n' "${line#nested: error: }" | cut -c1-160
+  case "$1" in
+    0) return 0 ;;
+    249|250)
+      line=$(grep -E '^nested: error: (level 1 wedged|the level-1 kernel panicked)' "$2" | tail -n1) || true
+      line=${line#nested: error: } ;;
+    *)
+      line=$(grep -E '^HARNESS-BELOW: ' "$2" | head -n1) || true
+      line=${line#HARNESS-BELOW: } ;;
+  esac
+  [ -n "$line" ] && printf '%s\n' "$line" | cut -c1-240
   return 0
 }
 
