@@ -40,4 +40,13 @@ private:
 [[nodiscard]] Result<pid_t> spawn_session_leader(const std::string& program, const std::vector<std::string>& args,
                                                  const std::string& log_path);
 
+// The same, started inside the cgroup v2 directory open as `cgroup_fd`
+// (clone3(2) with CLONE_INTO_CGROUP, Linux 5.7): the child is counted
+// there from its first instruction, before it can allocate or spawn.
+// The child then sets up what posix_spawn's attributes above would and
+// reports a failed execve through a close-on-exec pipe.
+[[nodiscard]] Result<pid_t> spawn_session_leader_in_cgroup(const std::string& program,
+                                                           const std::vector<std::string>& args,
+                                                           const std::string& log_path, int cgroup_fd);
+
 }  // namespace sbx
