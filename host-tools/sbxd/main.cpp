@@ -67,6 +67,7 @@ struct Options {
     unsigned idle_minute_seconds = 60;
     // The sandboxes' network (docs/network.md).
     std::string network = "on";
+    std::string cgroup_root = "auto";  // docs/sbxd.md, "Cgroups"
     std::string net_pool = std::string(net::kDefaultPool);
     std::string uplink;
     std::vector<std::string> dns_upstreams;
@@ -303,6 +304,12 @@ int serve(Store& store, const Options& options) {
         info.proxy = (*hosting)->info;
         info.ca_pem = (*hosting)->ca_pem;
     }
+    auto cgroups = prepare_cgroup_root(options.cgroup_root, config.state_dir);
+    if (!cgroups) {
+        log::error("{} (--cgroup-root off runs VMMs without cgroups)", cgroups.error().to_string());
+        return kExitStartFailed;
+    }
+    config.cgroups = *cgroups;
     VmmDriver driver(store, config);
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
@@ -448,6 +455,9 @@ int main(int argc, char** argv) {
     app.add_option("--idle-minute-seconds", options.idle_minute_seconds,
                    "test-only: how many seconds one idle minute lasts (default 60)")
         ->check(CLI::Range(1U, 60U));
+    app.add_option("--cgroup-root", options.cgroup_root,
+                   "each VMM in a cgroup v2 of its own under DIR, limited to its sandbox's CPUs, memory (plus "
+                   "256 MiB) and 512 tasks: auto (/sys/fs/cgroup/sandboxer when that is cgroup2), off, or DIR");
     app.add_option("--network", options.network,
                    "give sandboxes a network: a tap, a /30 from --net-pool, NAT out of --uplink, DNS on the "
                    "gateway, the egress policy of docs/network.md (on|off)")

@@ -138,6 +138,7 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
     if (*network) {
         spec.net = (*network)->card;
     }
+    place_in_cgroup(spec, files, sandbox.cpus, sandbox.memory_mib);
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
@@ -145,6 +146,7 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
     }
     auto fail = [&](const Error& e) {
         kill_process_group(*process);
+        remove_cgroup(files);
         cids_.release(*cid);
         return e.context("cold boot");
     };
@@ -179,6 +181,9 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const 
     if (*network) {
         spec.net = (*network)->card;
     }
+    // The saved machine has the record's size (a resized one boots cold).
+    auto record = store_.get_sandbox(id);
+    place_in_cgroup(spec, files, record ? record->cpus : 0, record ? record->memory_mib : 0);
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
@@ -186,6 +191,7 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const 
     }
     auto fail = [&](const Error& e) {
         kill_process_group(*process);
+        remove_cgroup(files);
         cids_.release(*cid);
         return e.context("restore");
     };
@@ -233,6 +239,24 @@ Result<SandboxRecord> VmmDriver::mark_running(const std::string& id, const Start
     return running;
 }
 
+void VmmDriver::place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
+    if (!config_.cgroups) {
+        return;
+    }
+    spec.cgroup = config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
+    spec.cgroup_limits = vmm_cgroup_limits(*config_.cgroups, cpus, memory_mib);
+}
+
+void VmmDriver::remove_cgroup(const SandboxFiles& files) const {
+    if (!config_.cgroups) {
+        return;
+    }
+    const std::string path = config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
+    if (auto removed = Cgroup::remove(path); !removed) {
+        log::warn("{}", removed.error().to_string());
+    }
+}
+
 void VmmDriver::end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful) {
     end_guest_api(files);
     auto vmm = files.read_vmm();
@@ -247,6 +271,7 @@ void VmmDriver::end_vmm(const SandboxFiles& files, const std::optional<VmmProces
             kill_process_group(*target);
         }
     }
+    remove_cgroup(files);
     if (vmm) {
         if (vmm->cid != 0) {
             cids_.release(vmm->cid);

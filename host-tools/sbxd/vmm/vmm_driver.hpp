@@ -38,6 +38,7 @@
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
 #include "host-tools/sbxd/vmm/sandbox_files.hpp"
+#include "host-tools/sbxd/vmm/vmm_cgroups.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 
 namespace sbx::sbxd {
@@ -58,6 +59,9 @@ struct DriverConfig {
     // The host's sandbox network (net/host_network.hpp), owned by main;
     // none: sandboxes have no network card.
     net::HostNetwork* network = nullptr;
+    // Each VMM's cgroup v2 goes under this root (vmm_cgroups.hpp); none:
+    // VMMs run in sbxd's own cgroup.
+    std::optional<CgroupPlan> cgroups{};
 };
 
 // Why a start from saved memory boots cold instead, or empty to restore
@@ -164,6 +168,12 @@ private:
     // returns `why` with the API code `code`.
     Error crash(const std::string& id, const Error& why, std::string_view code);
     void end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful);
+    // The VMM of the folder `files` starts in a cgroup of its own with the
+    // limits of `cpus` and `memory_mib` (0: from its record); removed again
+    // (what runs there killed) once that VMM is ended.
+    void place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const;
+    void remove_cgroup(const SandboxFiles& files) const;
+    void remove_unowned_cgroups();
     [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
     [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
     [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(

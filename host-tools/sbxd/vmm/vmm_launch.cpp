@@ -61,13 +61,28 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
 }
 
 Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files) {
-    auto process = spawn_process(SpawnSpec{spec.vmm_program, vmm_arguments(spec, files), files.vmm_log()});
+    std::optional<Cgroup> cgroup;
+    if (!spec.cgroup.empty()) {
+        auto made = Cgroup::create(spec.cgroup, spec.cgroup_limits);
+        if (!made) {
+            return made.error().context("the VMM's cgroup");
+        }
+        cgroup.emplace(std::move(*made));
+    }
+    auto process = spawn_process(
+        SpawnSpec{spec.vmm_program, vmm_arguments(spec, files), files.vmm_log(), cgroup ? cgroup->fd() : -1});
     if (!process) {
         return process.error();
+    }
+    if (cgroup) {
+        cgroup->release();  // the VMM's now; sbxd removes it when it ends the VMM
     }
     process->control_socket = files.control_socket();
     if (auto written = files.write_vmm(VmmFile{spec.token, spec.cid, *process}); !written) {
         kill_process_group(*process);
+        if (!spec.cgroup.empty()) {
+            (void)Cgroup::remove(spec.cgroup);
+        }
         return written.error();
     }
     return process;

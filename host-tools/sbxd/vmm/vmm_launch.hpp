@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cgroup.hpp"
 #include "base/result.hpp"
 #include "host-tools/sbxd/store/records.hpp"
 #include "host-tools/sbxd/vmm/sandbox_files.hpp"
@@ -49,6 +50,10 @@ struct LaunchSpec {
     // then the one the saved guest already has).
     std::optional<std::string> restore_from;
     std::optional<NetAttachment> net{};  // none: no network card
+    // A cgroup v2 directory to start the VMM in, with these limits (made
+    // here; empty: none). Removed again when the start fails.
+    std::string cgroup{};
+    CgroupLimits cgroup_limits{};
 };
 
 // The sbx-vmm arguments for `spec` in the sandbox's folder.

@@ -32,7 +32,9 @@ ProcessEnd decode(int status) {
 }  // namespace
 
 Result<VmmProcess> spawn_process(const SpawnSpec& spec) {
-    auto spawned = spawn_session_leader(spec.program, spec.args, spec.log_path);
+    auto spawned = spec.cgroup_fd >= 0
+                       ? spawn_session_leader_in_cgroup(spec.program, spec.args, spec.log_path, spec.cgroup_fd)
+                       : spawn_session_leader(spec.program, spec.args, spec.log_path);
     if (!spawned) {
         return spawned.error();
     }

@@ -22,6 +22,7 @@ struct SpawnSpec {
     std::string program;
     std::vector<std::string> args;  // without argv[0]
     std::string log_path;           // stdout and stderr, appended; stdin is /dev/null
+    int cgroup_fd = -1;             // started inside that cgroup v2 (CLONE_INTO_CGROUP)
 };
 
 // posix_spawn with POSIX_SPAWN_SETSID, default signal dispositions and an

@@ -1,6 +1,7 @@
 // What a starting sbxd finds (docs/sbxd.md, "Restart"), and the watch
 // for VMMs that end on their own while their sandbox runs.
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -132,7 +133,33 @@ Result<int> VmmDriver::recover() {
     remove_unfinished_snapshots();
     collect_layers();
     remove_unfinished_templates();
+    remove_unowned_cgroups();
     return adopted;
+}
+
+namespace fs = std::filesystem;
+
+// A VMM cgroup whose sandbox has no live VMM now (ended or killed while no
+// sbxd watched, a template build cut short) goes, with whatever runs in it.
+void VmmDriver::remove_unowned_cgroups() {
+    if (!config_.cgroups) {
+        return;
+    }
+    std::error_code ec;
+    for (fs::directory_iterator it(config_.cgroups->root, ec), end; !ec && it != end; it.increment(ec)) {
+        if (!it->is_directory()) {
+            continue;
+        }
+        const std::string name = it->path().filename().string();
+        auto vmm = files(name).read_vmm();
+        if (vmm && vmm->process.pid > 0 && is_same_process_alive(vmm->process)) {
+            continue;
+        }
+        log::info("removing the cgroup of {}, which has no VMM", name);
+        if (auto removed = Cgroup::remove(it->path().string()); !removed) {
+            log::warn("{}", removed.error().to_string());
+        }
+    }
 }
 
 void VmmDriver::check_vmms() {

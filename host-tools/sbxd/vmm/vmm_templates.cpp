@@ -111,6 +111,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     if (*network) {
         spec.net = (*network)->card;
     }
+    place_in_cgroup(spec, t, like.cpus, like.memory_mib);
     auto process = launch_vmm(spec, t);
     if (!process) {
         cids_.release(*cid);
@@ -118,6 +119,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     }
     auto end = [&](const Error& e) {
         kill_process_group(*process);
+        remove_cgroup(t);
         cids_.release(*cid);
         return fail(e);
     };
@@ -133,6 +135,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
         return end(signed_.error());
     }
     stop_vmm(*process);
+    remove_cgroup(t);
     cids_.release(*cid);
     if (auto written = t.write_vmm(VmmFile{*token, 0, VmmProcess{}}); !written) {
         return fail(written.error());

@@ -92,6 +92,10 @@ counter_of() { agent "$1" exec -- cat /tmp/counter; }
 counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
 # The sandboxes' VMMs (a warm template's build is another).
 vmm_count() { pgrep -f -- "--snapshot-dir $state/sandboxes/" | grep -c .; }
+# vmm_cgroup ID: the cgroup v2 path of the sandbox's VMM (/proc/PID/cgroup).
+vmm_cgroup() { sed -n 's/^0:://p' "/proc/$(vmm_field "$1" pid)/cgroup" 2>/dev/null; }
+# The VMMs' cgroups (session.sh mounts cgroup2 at /sys/fs/cgroup in level 1).
+cgroups=/sys/fs/cgroup/sandboxer
 
 # sbxc ARGS: the sbx command line against this sbxd (piped: JSON).
 sbxc() { SBX_HOST=unix:$sock "$sbx" "$@"; }

@@ -19,6 +19,15 @@ check "without a warm template it says it cold-booted" 1 "$(py "sum('no warm tem
 folder=$state/sandboxes/$id
 check "its disk is a qcow2 overlay" 'QFI' "$(head -c 3 "$folder/disk.qcow2")"
 check "one VMM runs" 1 "$(vmm_count)"
+# Its VMM runs in a cgroup of its own, limited to the sandbox's size:
+# 1 CPU, 1024 MiB of guest RAM plus 256 MiB for the VMM (twice the RAM: the
+# state directory is level 1's tmpfs, where memory files are RAM too).
+check "its VMM runs in its own cgroup" "/sandboxer/$id" "$(vmm_cgroup "$id")"
+check "the cgroup's memory.max" $(((2 * 1024 + 256) << 20)) "$(cat "$cgroups/$id/memory.max" 2>&1)"
+check "the cgroup's cpu.max" "100000 100000" "$(cat "$cgroups/$id/cpu.max" 2>&1)"
+check "the cgroup's pids.max" 512 "$(cat "$cgroups/$id/pids.max" 2>&1)"
+check "the cgroup counts the VMM's threads" yes \
+  "$([ "$(cat "$cgroups/$id/pids.current" 2>/dev/null || echo 0)" -ge 2 ] && echo yes)"
 check "an exec through the agent" "hello from $id" "$(agent "$id" exec -- sh -c "echo hello from $id")"
 proc=$(agent "$id" exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' 2>/dev/null)
 pid=; wait_until 120 "the PID of the counting process" counter_pid "$id"; pid_before=$pid
@@ -35,6 +44,7 @@ check "stop leaves it stopped" stopped "$(py "b['sandbox']['state']" 2>/dev/null
 echo "SBXD-TIME: stop $(elapsed "$t") s"
 check "the memory is saved in the folder" yes "$([ -s "$folder/memory.snap" ] && echo yes)"
 check "no VMM runs while it is stopped" 0 "$(vmm_count)"
+check "a stopped sandbox's cgroup is gone" no "$([ -d "$cgroups/$id" ] && echo yes || echo no)"
 token_before=$(vmm_field "$id" token)
 t=$(now)
 api POST "/v1/sandboxes/$id/resume" '{}'
@@ -72,6 +82,8 @@ children=$(py "' '.join(s['id'] for s in b['sandboxes'])" 2>/dev/null)
 check "two children" 2 "$(printf '%s\n' $children | grep -c .)"
 check "both children running" "running running" "$(py "' '.join(s['state'] for s in b['sandboxes'])" 2>/dev/null)"
 check "parent and children: three VMMs" 3 "$(vmm_count)"
+check "each in its own cgroup" "/sandboxer/$id $(for c in $children; do printf '/sandboxer/%s ' "$c"; done)" \
+  "$(vmm_cgroup "$id") $(for c in $children; do printf '%s ' "$(vmm_cgroup "$c")"; done)"
 api GET "/v1/sandboxes/$id"
 check "the parent runs on" running "$(py "b['sandbox']['state']" 2>/dev/null)"
 check "the parent's counter keeps its PID" "$pid_before" "$(agent "$id" status "$proc" | sed -n 's/.*"pid":\([0-9]*\).*/\1/p')"
@@ -93,6 +105,7 @@ check "the restarted sbxd adopts the three VMMs" "3 running VMM(s) adopted" \
   "$(grep -o '[0-9]* running VMM(s) adopted' "$logdir/sbxd.$starts.log")"
 api GET "/v1/sandboxes?state=running"
 check "all three still running" 3 "$(py "len(b['sandboxes'])" 2>/dev/null)"
+check "their cgroups outlive sbxd too" "/sandboxer/$id" "$(vmm_cgroup "$id")"
 check "the parent still answers after the restart" "still $id" "$(agent "$id" exec -- sh -c "echo still $id")"
 
 # 6. Delete everything: no VMM, folder or layer left.
@@ -105,3 +118,4 @@ check "a deleted sandbox is gone" 404 "$code"
 check "no VMM left" 0 "$(vmm_count)"
 check "no sandbox folder left" 0 "$(ls "$state/sandboxes" | grep -c .)"
 check "no layer left" 0 "$(ls "$state/layers" 2>/dev/null | grep -c .)"
+check "no VMM cgroup left" 0 "$(find "$cgroups" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | grep -c .)"

@@ -32,6 +32,11 @@ fi
 # a hole of a tmpfs file fills it: a template's 1 GiB memory file becomes
 # 1 GiB of tmpfs (on a disk file system a hole stays a hole). Room for that.
 mount -o remount,size=75% /tmp 2>/dev/null || true
+# Level 1's init mounts no cgroup file system; sbxd puts each VMM in a
+# cgroup v2 of its own under /sys/fs/cgroup when that is cgroup2.
+if [ -n "${SBX_L1_HEARTBEAT_PID:-}" ] && ! grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts; then
+  mount -t cgroup2 none /sys/fs/cgroup || echo "SBXD-CGROUP: cannot mount cgroup2"
+fi
 # In the nested harness, sbxd and every VMM it starts run on level 1's
 # CPU 0 (lib.sh start_sbxd): a KVM vCPU thread that moves between level-1
 # CPUs can come back from a #VMEXIT with the other CPU's %gs under TCG's
