@@ -27,15 +27,26 @@ SpawnAttributes::~SpawnAttributes() {
     posix_spawnattr_destroy(&attr_);
 }
 
-Result<pid_t> spawn_session_leader(const std::string& program, const std::vector<std::string>& args,
-                                   const std::string& log_path) {
+namespace {
+
+// PROGRAM, ARGS and a null: the argv of posix_spawn and execve, whose
+// signatures take char* const*.
+std::vector<char*> argv_of(const std::string& program, const std::vector<std::string>& args) {
     std::vector<char*> argv;
     argv.reserve(args.size() + 2);
-    argv.push_back(const_cast<char*>(program.c_str()));  // NOLINT: posix_spawn's signature
+    argv.push_back(const_cast<char*>(program.c_str()));  // NOLINT: the exec family's signature
     for (const auto& arg : args) {
-        argv.push_back(const_cast<char*>(arg.c_str()));  // NOLINT: posix_spawn's signature
+        argv.push_back(const_cast<char*>(arg.c_str()));  // NOLINT: the exec family's signature
     }
     argv.push_back(nullptr);
+    return argv;
+}
+
+}  // namespace
+
+Result<pid_t> spawn_session_leader(const std::string& program, const std::vector<std::string>& args,
+                                   const std::string& log_path) {
+    std::vector<char*> argv = argv_of(program, args);
 
     SpawnAttributes s;
     sigset_t none;
@@ -89,13 +100,7 @@ namespace {
 
 Result<pid_t> spawn_session_leader_in_cgroup(const std::string& program, const std::vector<std::string>& args,
                                              const std::string& log_path, int cgroup_fd) {
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 2);
-    argv.push_back(const_cast<char*>(program.c_str()));  // NOLINT: execve's signature
-    for (const auto& arg : args) {
-        argv.push_back(const_cast<char*>(arg.c_str()));  // NOLINT: execve's signature
-    }
-    argv.push_back(nullptr);
+    std::vector<char*> argv = argv_of(program, args);
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
         return sys_error("starting {}: pipe2", program);
