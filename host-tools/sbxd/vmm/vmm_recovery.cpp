@@ -139,8 +139,11 @@ Result<int> VmmDriver::recover() {
 
 namespace fs = std::filesystem;
 
-// A VMM cgroup whose sandbox has no live VMM now (ended or killed while no
-// sbxd watched, a template build cut short) goes, with whatever runs in it.
+// A VMM cgroup of one of this state directory's sandboxes that has no
+// live VMM now (ended or killed while no sbxd watched) goes, with whatever
+// runs in it. Another name may be another sbxd's (another state
+// directory, the same cgroup root): left. (A template build cut short
+// loses its cgroup with its folder, remove_unfinished_templates.)
 void VmmDriver::remove_unowned_cgroups() {
     if (!config_.cgroups) {
         return;
@@ -151,6 +154,10 @@ void VmmDriver::remove_unowned_cgroups() {
             continue;
         }
         const std::string name = it->path().filename().string();
+        std::error_code missing;
+        if (!fs::is_directory(files(name).dir(), missing)) {
+            continue;
+        }
         auto vmm = files(name).read_vmm();
         if (vmm && vmm->process.pid > 0 && is_same_process_alive(vmm->process)) {
             continue;

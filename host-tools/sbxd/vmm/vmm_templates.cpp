@@ -161,6 +161,7 @@ void VmmDriver::remove_unfinished_templates() {
         if (auto vmm = t.read_vmm(); vmm && vmm->process.pid > 0) {
             kill_process_group(vmm->process);
         }
+        remove_cgroup(t);
         log::info("removing the unfinished template build {}", t.dir());
         (void)t.remove();
     }
