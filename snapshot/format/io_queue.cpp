@@ -7,6 +7,14 @@
 
 namespace sbx::snapshot {
 
+namespace {
+
+// A full file system or quota is "no_space" (the caller may free some and
+// retry; the snapshot file is left as it was), any other failure "io".
+std::string_view failure_code(int err) { return err == ENOSPC || err == EDQUOT ? "no_space" : "io"; }
+
+}  // namespace
+
 IoQueue IoQueue::create(int fd, unsigned depth) {
     depth = depth == 0 ? 1 : depth;
     std::optional<IoRing> ring;
@@ -74,8 +82,9 @@ Result<void> IoQueue::transfer_now(Op& op) const {
             continue;
         }
         if (n < 0) {
+            const int err = errno;
             return sys_error("io: {} of {} bytes at offset {}", op.write ? "write" : "read", op.size, off)
-                .with_code("io");
+                .with_code(failure_code(err));
         }
         if (n == 0) {
             return op.write ? format_error("io", "write at offset {} made no progress", off)
@@ -107,7 +116,7 @@ Result<void> IoQueue::finish(unsigned slot, int res, std::vector<std::uint64_t>&
     if (res <= 0) {
         free_.push_back(slot);
         if (res < 0) {
-            return errno_error(op.write ? "io: write" : "io: read", -res).with_code("io");
+            return errno_error(op.write ? "io: write" : "io: read", -res).with_code(failure_code(-res));
         }
         return op.write
                    ? format_error("io", "write at offset {} made no progress", op.offset + op.done)

@@ -18,6 +18,7 @@ constexpr std::pair<std::string_view, int> kStatuses[] = {
     {code::kLimitReached, 429},     {code::kInternal, 500},
     {code::kNotImplemented, 501},   {code::kNoReadyMachine, 502},
     {code::kAgentUnavailable, 502}, {code::kCapacityExceeded, 503},
+    {code::kInsufficientStorage, 507},
 };
 
 }  // namespace

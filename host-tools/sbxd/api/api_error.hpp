@@ -32,6 +32,7 @@ inline constexpr std::string_view kNotImplemented = "not_implemented";      // 5
 inline constexpr std::string_view kNoReadyMachine = "no_ready_machine";     // 502 retryable
 inline constexpr std::string_view kAgentUnavailable = "agent_unavailable";  // 502 the guest's agent failed
 inline constexpr std::string_view kCapacityExceeded = "capacity_exceeded";  // 503 retryable
+inline constexpr std::string_view kInsufficientStorage = "insufficient_storage";  // 507 the host's disk is full
 }  // namespace code
 
 struct ApiError {

@@ -18,6 +18,7 @@ constexpr Transition kTransitions[] = {
     {S::Running, S::Deleting},  {S::Stopping, S::Stopped},  // a user stop or TTL deadline
     {S::Stopping, S::Paused},                               // the idle timer's stop
     {S::Stopping, S::Crashed},                              // the VMM died while saving
+    {S::Stopping, S::Running},  // its memory could not be saved (a full disk): the VM runs on
     {S::Stopped, S::Creating},  // resume: a VMM is set up again (restore or cold boot)
     {S::Stopped, S::Deleting},  {S::Paused, S::Creating},  // woken by an API call
     {S::Paused, S::Stopped},  // an explicit stop of a paused sandbox only relabels it

@@ -25,7 +25,7 @@ TEST_CASE("exactly the listed pairs are allowed, over every pair of states") {
         {"creating", "running"}, {"creating", "crashed"}, {"creating", "deleting"}, {"creating", "stopped"},
         {"running", "stopping"},
         {"running", "crashed"},  {"running", "deleting"}, {"stopping", "stopped"},  {"stopping", "paused"},
-        {"stopping", "crashed"}, {"stopped", "creating"}, {"stopped", "deleting"},  {"paused", "creating"},
+        {"stopping", "crashed"}, {"stopping", "running"}, {"stopped", "creating"}, {"stopped", "deleting"},  {"paused", "creating"},
         {"paused", "stopped"},   {"paused", "deleting"},  {"crashed", "creating"},  {"crashed", "deleting"},
     };
     int allowed = 0;

@@ -239,6 +239,10 @@ Result<SandboxRecord> VmmDriver::mark_running(const std::string& id, const Start
     return running;
 }
 
+std::string_view save_failure_code(const Error& e) {
+    return e.code == "no_space" ? api::code::kInsufficientStorage : api::code::kInternal;
+}
+
 void VmmDriver::place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
     if (!config_.cgroups) {
         return;
@@ -399,7 +403,22 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
                                   kSnapshotTimeout);
         if (!saved) {
             ::unlink(f.memory().c_str());
-            return crash(id, saved.error().context("saving the memory"), api::code::kInternal);
+            // The VM is paused with nothing lost (a full disk): it runs on,
+            // and only this stop fails.
+            if (control_call(vmm.control_socket, {{"op", "resume"}})) {
+                if (frozen) {
+                    (void)thaw_guest(f, vmm_file->token);
+                }
+                if (auto back = store_.change_state(id, StateChange{SandboxState::Running, clock_(), vmm});
+                    !back) {
+                    return back.error();
+                }
+                log::warn("sandbox {}: its memory could not be saved, it runs on: {}", id,
+                          saved.error().to_string());
+                return api_error(saved.error().context("saving the memory; the sandbox runs on"),
+                                 save_failure_code(saved.error()));
+            }
+            return crash(id, saved.error().context("saving the memory"), save_failure_code(saved.error()));
         }
         if (auto signed_ = write_cpu_signature(f.memory(), config_.cpu_signature); !signed_) {
             log::warn("sandbox {}: {}", id, signed_.error().to_string());

@@ -71,6 +71,10 @@ struct DriverConfig {
 [[nodiscard]] std::string cold_start_reason(bool has_memory, bool resized, const std::string& saved_cpu,
                                             const std::string& host_cpu);
 
+// The API code for a failed memory save: insufficient_storage when the
+// VMM found the file system full (its code no_space), else internal.
+[[nodiscard]] std::string_view save_failure_code(const Error& e);
+
 class VmmDriver final : public SandboxDriver {
 public:
     VmmDriver(Store& store, DriverConfig config, Clock clock = system_now);

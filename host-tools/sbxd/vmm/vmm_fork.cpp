@@ -165,7 +165,7 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
                                   {{"op", "snapshot"}, {"path", pf.memory()}, {"mode", "raw"}}, kSnapshotTimeout);
         if (!saved) {
             (void)control_call(vmm.control_socket, {{"op", "resume"}});
-            return saved.error().context("saving the parent's memory").with_code(api::code::kInternal);
+            return saved.error().context("saving the parent's memory").with_code(save_failure_code(saved.error()));
         }
         auto vmm_file = pf.read_vmm();
         if (!vmm_file) {

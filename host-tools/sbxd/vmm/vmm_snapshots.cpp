@@ -49,7 +49,7 @@ Result<std::string> VmmDriver::save_running(const SandboxRecord& sandbox, const 
     auto saved = control_call(vmm.control_socket, {{"op", "snapshot"}, {"path", pf.memory()}, {"mode", "raw"}},
                               kSnapshotTimeout);
     if (!saved) {
-        return undo(saved.error().context("saving the memory"));
+        return undo(saved.error().context("saving the memory")).with_code(save_failure_code(saved.error()));
     }
     auto vmm_file = pf.read_vmm();
     if (!vmm_file) {
