@@ -3,10 +3,16 @@
 sbx-vmm and with QEMU -M microvm, alternating, and reports the time from
 process start to the guest init's first line (SBX-BOOTED on the serial
 console) and to process exit. Runs wherever /dev/kvm can boot Linux; bench/boot
-puts it inside the nested harness when the host needs that."""
+puts it inside the nested harness when the host needs that.
+
+With --confinement it also boots sbx-vmm with `--seccomp off` and jailed
+(`--jail`, an unprivileged uid; docs/security.md) in the same rotation and
+prints what the filters and the jail add to the start (issue 14)."""
 
 import argparse
 import os
+import shutil
+import tempfile
 import select
 import statistics
 import subprocess
@@ -70,6 +76,8 @@ def main():
     ap.add_argument("--cpus", type=int, default=1)
     ap.add_argument("--memory", type=int, default=256)
     ap.add_argument("--timeout", type=float, default=120, help="seconds per boot")
+    ap.add_argument("--confinement", action="store_true",
+                    help="also boot sbx-vmm with --seccomp off and jailed, and print the difference")
     args = ap.parse_args()
 
     cmdline = ("console=ttyS0 reboot=k panic=1 nomodule i8042.noaux i8042.nomux "
@@ -87,14 +95,30 @@ def main():
             "-no-reboot",
             "-kernel", args.kernel, "-initrd", args.initrd, "-append", cmdline + " pci=off"]
 
-    results = {"sbx-vmm": [], "qemu": []}
-    failures = {"sbx-vmm": 0, "qemu": 0}
+    variants = {"sbx-vmm": ours, "qemu": qemu}
+    jail_dir = None
+    if args.confinement:
+        # The jail's folder, writable by its uid; the VMM needs nothing else in it.
+        jail_dir = tempfile.mkdtemp(prefix="sbx-bench-jail.")
+        os.chown(jail_dir, 4242, 4343)
+        variants["seccomp-off"] = ours + ["--seccomp", "off"]
+        variants["jailed"] = ours + ["--jail", jail_dir, "--jail-user", "4242:4343"]
+    try:
+        measure(args, variants)
+    finally:
+        if jail_dir:
+            shutil.rmtree(jail_dir, ignore_errors=True)
+
+
+def measure(args, variants):
+    results = {name: [] for name in variants}
+    failures = {name: 0 for name in variants}
     timers = []
-    # Warm the page cache for both binaries and the images, then alternate.
-    boot_once(ours, args.timeout)
-    boot_once(qemu, args.timeout)
+    # Warm the page cache for the binaries and the images, then alternate.
+    for argv in variants.values():
+        boot_once(argv, args.timeout)
     for run in range(args.runs):
-        for name, argv in (("sbx-vmm", ours), ("qemu", qemu)):
+        for name, argv in variants.items():
             result = boot_once(argv, args.timeout)
             if result is None:
                 failures[name] += 1
@@ -102,19 +126,19 @@ def main():
                 continue
             marker, exit_at, timer = result
             results[name].append((marker, exit_at))
-            if timer is not None:
-                timers.append(timer / 1000)
-            print(f"run {run + 1}/{args.runs} {name:<8} init after {marker * 1000:8.1f} ms, "
+            print(f"run {run + 1}/{args.runs} {name:<11} init after {marker * 1000:8.1f} ms, "
                   f"exit after {exit_at * 1000:8.1f} ms", flush=True)
-    if not results["sbx-vmm"] or not results["qemu"]:
+            if timer is not None and name == "sbx-vmm":
+                timers.append(timer / 1000)
+    if any(not r for r in results.values()):
         raise SystemExit(f"no successful boots to compare (failures: {failures})")
 
     print()
     print(f"kernel {args.kernel}")
     print(f"initrd {args.initrd}")
-    print(f"{args.cpus} vCPU, {args.memory} MiB, {args.runs} runs each, alternating; "
-          f"failed boots: sbx-vmm {failures['sbx-vmm']}, qemu {failures['qemu']}")
-    for name in ("sbx-vmm", "qemu"):
+    print(f"{args.cpus} vCPU, {args.memory} MiB, {args.runs} runs each, alternating; failed boots: "
+          + ", ".join(f"{name} {n}" for name, n in failures.items()))
+    for name in variants:
         print(describe(f"{name}: start -> init", [m for m, _ in results[name]]))
         print(describe(f"{name}: start -> exit", [e for _, e in results[name]]))
     if timers:
@@ -125,6 +149,12 @@ def main():
     ours_exit = statistics.median(e for _, e in results["sbx-vmm"])
     qemu_exit = statistics.median(e for _, e in results["qemu"])
     print(f"ratio start->exit qemu/sbx-vmm: {qemu_exit / ours_exit:.2f}x")
+    if "seccomp-off" in results:
+        off = statistics.median(m for m, _ in results["seccomp-off"])
+        jailed = statistics.median(m for m, _ in results["jailed"])
+        print(f"start->init, seccomp filters on minus off: {(ours_med - off) * 1000:+.1f} ms "
+              f"({ours_med / off:.3f}x); jailed minus not: {(jailed - ours_med) * 1000:+.1f} ms "
+              f"({jailed / ours_med:.3f}x)")
 
 
 if __name__ == "__main__":
