@@ -73,7 +73,7 @@ Result<Cgroup> Cgroup::create(const std::string& path, const CgroupLimits& limit
     const std::pair<std::uint64_t, std::pair<const char*, std::string>> writes[] = {
         {limits.memory_max, {"memory.max", std::to_string(limits.memory_max)}},
         {limits.pids_max, {"pids.max", std::to_string(limits.pids_max)}},
-        {limits.cpus, {"cpu.max", fmt::format("{} {}", limits.cpus * kPeriod, kPeriod)}},
+        {limits.cpu_quota_us, {"cpu.max", fmt::format("{} {}", limits.cpu_quota_us, kPeriod)}},
         {limits.io_weight, {"io.weight", fmt::format("default {}", limits.io_weight)}},
     };
     for (const auto& [set, file] : writes) {

@@ -18,7 +18,7 @@ namespace sbx {
 struct CgroupLimits {
     std::uint64_t memory_max = 0;  // bytes: memory.max
     std::uint64_t pids_max = 0;    // tasks, threads included: pids.max
-    std::uint32_t cpus = 0;        // whole CPUs per 100 ms period: cpu.max
+    std::uint64_t cpu_quota_us = 0;  // CPU time per 100 ms period (100000: one CPU): cpu.max
     std::uint32_t io_weight = 0;   // 1..10000: io.weight "default N", where the kernel has it (blk-iocost)
 };
 

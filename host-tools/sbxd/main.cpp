@@ -456,8 +456,8 @@ int main(int argc, char** argv) {
                    "test-only: how many seconds one idle minute lasts (default 60)")
         ->check(CLI::Range(1U, 60U));
     app.add_option("--cgroup-root", options.cgroup_root,
-                   "each VMM in a cgroup v2 of its own under DIR, limited to its sandbox's CPUs, memory (plus "
-                   "256 MiB) and 512 tasks: auto (/sys/fs/cgroup/sandboxer when that is cgroup2), off, or DIR");
+                   "each VMM in a cgroup v2 of its own under DIR, limited to its sandbox's CPUs (plus half of one), "
+                   "memory (plus 256 MiB) and 512 tasks: auto (/sys/fs/cgroup/sandboxer when that is cgroup2), off, or DIR");
     app.add_option("--network", options.network,
                    "give sandboxes a network: a tap, a /30 from --net-pool, NAT out of --uplink, DNS on the "
                    "gateway, the egress policy of docs/network.md (on|off)")

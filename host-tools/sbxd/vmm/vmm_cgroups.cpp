@@ -88,7 +88,7 @@ CgroupLimits vmm_cgroup_limits(const CgroupPlan& plan, int cpus, int memory_mib)
         l.pids_max = kVmmPidsMax;
     }
     if (plan.cpu && cpus > 0) {
-        l.cpus = static_cast<std::uint32_t>(cpus);
+        l.cpu_quota_us = static_cast<std::uint64_t>(cpus) * kCpuPeriodUs + kVmmCpuHeadroomUs;
     }
     if (plan.io) {
         l.io_weight = 100;

@@ -26,6 +26,12 @@ struct CgroupPlan {
 // buffers, and the page cache of its disk and memory files.
 inline constexpr std::uint64_t kVmmOverheadMib = 256;
 inline constexpr std::uint64_t kVmmPidsMax = 512;  // threads (vCPUs, devices, io_uring workers) and children
+// CPU time per 100 ms: a whole CPU per vCPU and half of one more for the
+// VMM's own threads, so that a guest whose vCPUs are busy does not
+// throttle the device work done on its behalf (its vCPUs can use no more
+// than their count either way).
+inline constexpr std::uint64_t kCpuPeriodUs = 100'000;
+inline constexpr std::uint64_t kVmmCpuHeadroomUs = 50'000;
 
 // `option`: "off" (none), "auto" (/sys/fs/cgroup/sandboxer when
 // /sys/fs/cgroup is cgroup2, else none, with a warning) or a directory

@@ -9,7 +9,7 @@ TEST_CASE("a VMM's limits follow its sandbox's size and the controllers enabled"
     auto l = vmm_cgroup_limits(all, 2, 1024);
     CHECK(l.memory_max == (1024ULL + kVmmOverheadMib) << 20);
     CHECK(l.pids_max == kVmmPidsMax);
-    CHECK(l.cpus == 2);
+    CHECK(l.cpu_quota_us == 2 * kCpuPeriodUs + kVmmCpuHeadroomUs);
     CHECK(l.io_weight == 100);
 
     // Memory files on tmpfs are RAM too: room for one more guest's worth.
@@ -20,11 +20,11 @@ TEST_CASE("a VMM's limits follow its sandbox's size and the controllers enabled"
     // enabled sets none of its own.
     auto unknown = vmm_cgroup_limits(all, 0, 0);
     CHECK(unknown.memory_max == 0);
-    CHECK(unknown.cpus == 0);
+    CHECK(unknown.cpu_quota_us == 0);
     CgroupPlan pids_only{"/x", false, true, false, false};
     auto p = vmm_cgroup_limits(pids_only, 4, 4096);
     CHECK(p.memory_max == 0);
-    CHECK(p.cpus == 0);
+    CHECK(p.cpu_quota_us == 0);
     CHECK(p.io_weight == 0);
     CHECK(p.pids_max == kVmmPidsMax);
 }

@@ -403,9 +403,11 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
                                   kSnapshotTimeout);
         if (!saved) {
             ::unlink(f.memory().c_str());
-            // The VM is paused with nothing lost (a full disk): it runs on,
-            // and only this stop fails.
-            if (control_call(vmm.control_socket, {{"op", "resume"}})) {
+            // The VMM said the write failed (a full disk): the VM is paused
+            // with nothing lost, so it runs on and only this stop fails. (A
+            // VMM that did not answer in time may be writing still.)
+            const bool vmm_refused = saved.error().code == "no_space" || saved.error().code == "io";
+            if (vmm_refused && control_call(vmm.control_socket, {{"op", "resume"}})) {
                 if (frozen) {
                     (void)thaw_guest(f, vmm_file->token);
                 }

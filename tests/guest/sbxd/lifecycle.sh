@@ -20,11 +20,12 @@ folder=$state/sandboxes/$id
 check "its disk is a qcow2 overlay" 'QFI' "$(head -c 3 "$folder/disk.qcow2")"
 check "one VMM runs" 1 "$(vmm_count)"
 # Its VMM runs in a cgroup of its own, limited to the sandbox's size:
-# 1 CPU, 1024 MiB of guest RAM plus 256 MiB for the VMM (twice the RAM: the
-# state directory is level 1's tmpfs, where memory files are RAM too).
+# 1 CPU and half of one for the VMM's own threads, 1024 MiB of guest RAM
+# plus 256 MiB for the VMM (twice the RAM: the state directory is level
+# 1's tmpfs, where memory files are RAM too).
 check "its VMM runs in its own cgroup" "/sandboxer/$id" "$(vmm_cgroup "$id")"
 check "the cgroup's memory.max" $(((2 * 1024 + 256) << 20)) "$(cat "$cgroups/$id/memory.max" 2>&1)"
-check "the cgroup's cpu.max" "100000 100000" "$(cat "$cgroups/$id/cpu.max" 2>&1)"
+check "the cgroup's cpu.max" "150000 100000" "$(cat "$cgroups/$id/cpu.max" 2>&1)"
 check "the cgroup's pids.max" 512 "$(cat "$cgroups/$id/pids.max" 2>&1)"
 check "the cgroup counts the VMM's threads" yes \
   "$([ "$(cat "$cgroups/$id/pids.current" 2>/dev/null || echo 0)" -ge 2 ] && echo yes)"
