@@ -1,7 +1,8 @@
 // IoQueue against a real file: many transfers in flight at once come back
 // with every byte in place, a read past the end is "truncated" (after the
 // part before the end was read, as a short transfer continued), and the
-// queue can be destroyed with transfers in flight.
+// queue can be destroyed with transfers in flight; a write that finds no
+// space is told from other failures.
 #include "snapshot/format/io_queue.hpp"
 
 #include <doctest/doctest.h>
@@ -117,5 +118,33 @@ TEST_CASE("a queue destroyed with transfers in flight outwaits them") {
     for (unsigned i = 0; i < 8; ++i) {
         REQUIRE(::pread(file.fd.get(), back.data(), kChunk, static_cast<off_t>(i) * kChunk) == kChunk);
         CHECK(back == source[i]);
+    }
+}
+
+TEST_CASE("a write that finds no space is no_space, any other failure io") {
+    // /dev/full answers every write with ENOSPC (null(4)); a read-only fd
+    // answers a write with EBADF.
+    const auto note = [](std::uint64_t) {};
+    const std::vector<std::uint8_t> bytes = chunk_bytes(1);
+    for (unsigned depth : {1U, 4U}) {
+        UniqueFd full(::open("/dev/full", O_WRONLY | O_CLOEXEC));
+        REQUIRE(full);
+        auto io = IoQueue::create(full.get(), depth);
+        auto r = io.write(1, bytes.data(), bytes.size(), 0);
+        if (r) {
+            r = io.drain(note);
+        }
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == "no_space");
+
+        TempFile f;
+        UniqueFd read_only(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
+        auto bad = IoQueue::create(read_only.get(), depth);
+        auto e = bad.write(2, bytes.data(), bytes.size(), 0);
+        if (e) {
+            e = bad.drain(note);
+        }
+        REQUIRE_FALSE(e);
+        CHECK(e.error().code == "io");
     }
 }
