@@ -81,8 +81,13 @@ cr_check() {
   for r in $rows; do
     check "$label: $r has its qcow2 disk" QFI "$(head -c 3 "$state/sandboxes/$r/disk.qcow2" 2>/dev/null)"
     if command -v qemu-img >/dev/null; then
-      qemu-img check -U -q "$state/sandboxes/$r/disk.qcow2" >/dev/null 2>&1 \
-        && ok "$label: $r's disk checks clean" || bad "$label: qemu-img check of $r's disk"
+      # what qemu-img found (exit 2: corruption, 3: leaked clusters only)
+      # is kept with a failure
+      if cr_qcheck=$(qemu-img check -U "$state/sandboxes/$r/disk.qcow2" 2>&1); then
+        ok "$label: $r's disk checks clean"
+      else
+        bad "$label: qemu-img check of $r's disk (status $?): $(printf '%s' "$cr_qcheck" | tail -n 6 | tr '\n' ' ')"
+      fi
     fi
   done
   layers=$(ls -d "$state"/layers/* 2>/dev/null | sort | xargs)
