@@ -10,7 +10,6 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
-#include <string_view>
 #include <utility>
 
 namespace sbx {
@@ -70,22 +69,26 @@ Result<Cgroup> Cgroup::create(const std::string& path, const CgroupLimits& limit
     }
     Cgroup cgroup(path, std::move(dir));  // removed again if a limit fails
     constexpr std::uint64_t kPeriod = 100'000;  // µs
-    const std::pair<std::uint64_t, std::pair<const char*, std::string>> writes[] = {
-        {limits.memory_max, {"memory.max", std::to_string(limits.memory_max)}},
-        {limits.pids_max, {"pids.max", std::to_string(limits.pids_max)}},
-        {limits.cpu_quota_us, {"cpu.max", fmt::format("{} {}", limits.cpu_quota_us, kPeriod)}},
-        {limits.io_weight, {"io.weight", fmt::format("default {}", limits.io_weight)}},
+    struct Write {
+        std::uint64_t set;  // 0: not written
+        const char* file;
+        std::string value;
+        bool only_if_present;  // a weight, not a cap: skipped where the kernel lacks the file
     };
-    for (const auto& [set, file] : writes) {
-        if (set == 0) {
+    // io.weight exists only with the io cost model (blk-iocost); without it
+    // the kernel shares I/O evenly.
+    const Write writes[] = {
+        {limits.memory_max, "memory.max", std::to_string(limits.memory_max), false},
+        {limits.pids_max, "pids.max", std::to_string(limits.pids_max), false},
+        {limits.cpu_quota_us, "cpu.max", fmt::format("{} {}", limits.cpu_quota_us, kPeriod), false},
+        {limits.io_weight, "io.weight", fmt::format("default {}", limits.io_weight), true},
+    };
+    for (const auto& w : writes) {
+        const std::string file = path + "/" + w.file;
+        if (w.set == 0 || (w.only_if_present && ::access(file.c_str(), F_OK) != 0)) {
             continue;
         }
-        // io.weight exists only with the io cost model (blk-iocost): a
-        // weight, not a cap, so a kernel without it just shares I/O evenly.
-        if (std::string_view(file.first) == "io.weight" && ::access((path + "/io.weight").c_str(), F_OK) != 0) {
-            continue;
-        }
-        if (auto r = write_file(path + "/" + file.first, file.second); !r) {
+        if (auto r = write_file(file, w.value); !r) {
             return r.error().context("its controller may not be enabled in the parent");
         }
     }

@@ -124,27 +124,22 @@ TEST_CASE("a queue destroyed with transfers in flight outwaits them") {
 TEST_CASE("a write that finds no space is no_space, any other failure io") {
     // /dev/full answers every write with ENOSPC (null(4)); a read-only fd
     // answers a write with EBADF.
-    const auto note = [](std::uint64_t) {};
     const std::vector<std::uint8_t> bytes = chunk_bytes(1);
+    const auto write_code = [&bytes](int fd, unsigned depth) {
+        auto io = IoQueue::create(fd, depth);
+        auto r = io.write(1, bytes.data(), bytes.size(), 0);
+        if (r) {
+            r = io.drain([](std::uint64_t) {});
+        }
+        REQUIRE_FALSE(r);
+        return r.error().code;
+    };
     for (unsigned depth : {1U, 4U}) {
         UniqueFd full(::open("/dev/full", O_WRONLY | O_CLOEXEC));
         REQUIRE(full);
-        auto io = IoQueue::create(full.get(), depth);
-        auto r = io.write(1, bytes.data(), bytes.size(), 0);
-        if (r) {
-            r = io.drain(note);
-        }
-        REQUIRE_FALSE(r);
-        CHECK(r.error().code == "no_space");
-
+        CHECK(write_code(full.get(), depth) == "no_space");
         TempFile f;
         UniqueFd read_only(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC));
-        auto bad = IoQueue::create(read_only.get(), depth);
-        auto e = bad.write(2, bytes.data(), bytes.size(), 0);
-        if (e) {
-            e = bad.drain(note);
-        }
-        REQUIRE_FALSE(e);
-        CHECK(e.error().code == "io");
+        CHECK(write_code(read_only.get(), depth) == "io");
     }
 }

@@ -243,11 +243,15 @@ std::string_view save_failure_code(const Error& e) {
     return e.code == "no_space" ? api::code::kInsufficientStorage : api::code::kInternal;
 }
 
+std::string VmmDriver::cgroup_path(const SandboxFiles& files) const {
+    return config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
+}
+
 void VmmDriver::place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
     if (!config_.cgroups) {
         return;
     }
-    spec.cgroup = config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
+    spec.cgroup = cgroup_path(files);
     spec.cgroup_limits = vmm_cgroup_limits(*config_.cgroups, cpus, memory_mib);
 }
 
@@ -255,8 +259,7 @@ void VmmDriver::remove_cgroup(const SandboxFiles& files) const {
     if (!config_.cgroups) {
         return;
     }
-    const std::string path = config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
-    if (auto removed = Cgroup::remove(path); !removed) {
+    if (auto removed = Cgroup::remove(cgroup_path(files)); !removed) {
         log::warn("{}", removed.error().to_string());
     }
 }

@@ -177,6 +177,8 @@ private:
     // (what runs there killed) once that VMM is ended.
     void place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const;
     void remove_cgroup(const SandboxFiles& files) const;
+    // ROOT/<folder name>: the cgroup of the folder's VMM (with cgroups on).
+    [[nodiscard]] std::string cgroup_path(const SandboxFiles& files) const;
     void remove_unowned_cgroups();
     [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
     [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
