@@ -50,6 +50,8 @@ from agent_frames import recv_frame, send_frame  # noqa: E402
 BASE_CMDLINE = ("console=ttyS0 reboot=k panic=1 i8042.noaux i8042.nomux "
                 "i8042.nopnp i8042.dumbkbd quiet")
 ROOTFS_CMDLINE = "root=/dev/vda rw rootfstype=ext4 init=/lib/systemd/systemd"
+# seconds for the guest's own view of a stall (through the agent)
+GUEST_DIAG_LIMIT_S = 90
 EVENTS = [
     ("first-line", None),
     ("init", "SBX-BOOTED"),
@@ -106,10 +108,18 @@ def wait_or_diagnose(machine, args, emit, diagnose_inside):
         except subprocess.TimeoutExpired:
             pass
     emit(f"HOST-TIMEOUT: {machine.vmm} {why}, diagnosing and killing it")
-    try:
-        diagnose_inside()
-    except Exception as e:  # reported, never silent
-        emit(f"HOST-DIAG: through the agent: {type(e).__name__}: {e}")
+
+    def inside():
+        try:
+            diagnose_inside()
+        except Exception as e:  # reported, never silent
+            emit(f"HOST-DIAG: through the agent: {type(e).__name__}: {e}")
+    # a wedged guest must not wedge its diagnosis: bounded, then the VMM's view
+    asker = threading.Thread(target=inside, name="diagnose-inside", daemon=True)
+    asker.start()
+    asker.join(timeout=GUEST_DIAG_LIMIT_S)
+    if asker.is_alive():
+        emit(f"HOST-DIAG: through the agent: no answer within {GUEST_DIAG_LIMIT_S} s")
     machine.diagnose()
     machine.proc.kill()
     machine.proc.wait()

@@ -37,6 +37,8 @@ import time
 CMDLINE = ("console=ttyS0 reboot=k panic=1 nomodule i8042.noaux i8042.nomux "
            "i8042.nopnp i8042.dumbkbd quiet")
 GUEST_CID = 3
+# seconds a guest has to answer "CONNECT <port>" (sbx-vmm's hybrid vsock)
+CONNECT_ANSWER_S = 20
 # The QEMU machine closest to ours (as in bench/boot_runner.py): microvm
 # without ACPI (so QEMU puts virtio_mmio.device= on the command line), no
 # option ROMs or RTC, legacy PIC/PIT, ttyS0, and an i8042 for reboot=k.
@@ -260,6 +262,19 @@ class Machine:
                     host("DIAG", line)
             except (OSError, subprocess.TimeoutExpired) as e:
                 host("DIAG", f"vm_diagnose.py: {type(e).__name__}: {e}")
+            self.diagnose_pf_spin()
+
+    def diagnose_pf_spin(self):
+        """pf_spin.py's HARNESS-BELOW line, unprefixed (run_nested reruns a
+        failed run that printed one), when a vCPU spins on #PFs from below."""
+        argv = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                             "tools", "pf_spin.py"), self.control, self.vmm]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            for line in (out.stdout + out.stderr).splitlines()[-8:]:
+                say(line)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            host("DIAG", f"pf_spin.py: {type(e).__name__}: {e}")
 
     def join_handlers(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -302,6 +317,9 @@ class VsockHost:
                 raise
             return s
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # A wedged guest never answers CONNECT: bounded, then blocking
+        # again for the caller (who sets its own timeout).
+        s.settimeout(CONNECT_ANSWER_S)
         try:
             s.connect(self.uds)
             s.sendall(f"CONNECT {port}\n".encode())
@@ -318,6 +336,7 @@ class VsockHost:
         except OSError:
             s.close()
             raise
+        s.settimeout(None)
         return s
 
     def connect(self, port, wait=30):
