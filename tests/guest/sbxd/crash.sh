@@ -62,6 +62,15 @@ cr_pick() {
 # cr_layers: every layer the sandbox folders list, one per line.
 cr_listed_layers() { cat "$state"/sandboxes/*/layers.txt 2>/dev/null | sort -u; }
 
+# cr_vmm_op ID OP: pause or resume sandbox ID's VMM through its control
+# socket, when it runs (sbxd's state is not involved).
+cr_vmm_op() {
+  local sock=$state/sandboxes/$1/control.sock
+  [ -S "$sock" ] || return 0
+  timeout 30 /usr/bin/python3 "$vmm_control" "$sock" "{\"op\":\"$2\"}" >/dev/null 2>&1 ||
+    bad "$2 of $1's VMM through its control socket"
+}
+
 # cr_check LABEL: the restart rules, after a restart.
 cr_check() {
   local label=$1 rows folders running want got r layers listed
@@ -81,13 +90,17 @@ cr_check() {
   for r in $rows; do
     check "$label: $r has its qcow2 disk" QFI "$(head -c 3 "$state/sandboxes/$r/disk.qcow2" 2>/dev/null)"
     if command -v qemu-img >/dev/null; then
-      # what qemu-img found (exit 2: corruption, 3: leaked clusters only)
-      # is kept with a failure
+      # A running VMM's image is checked paused (its devices quiesced):
+      # between a cluster's refcount and its L2 entry, a live image is
+      # briefly "leaked". What qemu-img found (exit 2: corruption, 3:
+      # leaked clusters only) is kept with a failure.
+      cr_vmm_op "$r" pause
       if cr_qcheck=$(qemu-img check -U "$state/sandboxes/$r/disk.qcow2" 2>&1); then
         ok "$label: $r's disk checks clean"
       else
         bad "$label: qemu-img check of $r's disk (status $?): $(printf '%s' "$cr_qcheck" | tail -n 6 | tr '\n' ' ')"
       fi
+      cr_vmm_op "$r" resume
     fi
   done
   layers=$(ls -d "$state"/layers/* 2>/dev/null | sort | xargs)

@@ -39,8 +39,10 @@ else
   check "ws_exec: the exit code comes back" 7 "$(wsf 'b["exit"]["exitCode"]')"
   ws_tty=$(tr -d '\r' <"$w/ws_tty")
   check "ws_exec: tty prints /dev/pts/N" 1 "$(printf '%s\n' "$ws_tty" | grep -c '^/dev/pts/[0-9][0-9]*$')"
-  check "ws_exec: stty size is the request's, then the resize's" "33 101,50 132" \
-    "$(printf '%s\n' "$ws_tty" | grep -E '^[0-9]+ [0-9]+$' | paste -sd,)"
+  sizes=$(printf '%s\n' "$ws_tty" | grep -E '^[0-9]+ [0-9]+$' | paste -sd,)
+  check "ws_exec: stty size is the request's, then the resize's" "33 101,50 132" "$sizes"
+  # what the pty printed, byte for byte, when that failed
+  [ "$sizes" = "33 101,50 132" ] || od -An -c "$w/ws_tty" | head -n 12 | sed 's/^/SBXD-DIAG: ws_exec pty: /' >&2
 
   # 3. sbx: the command's exit code; --tty on a terminal (script(1)).
   rc=0; echo in | timeout 600 env SBX_HOST="unix:$sock" "$sbx" exec "$wx" -- sh -c 'cat >/dev/null; exit 5' || rc=$?
