@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -323,7 +326,7 @@ TEST_CASE("listen_unix makes a 0600 socket whatever the umask, and leaves nothin
     // A short path, and one whose directory is so long that the private
     // directory's socket name would not fit sun_path (bound through
     // /proc/self/fd).
-    const std::string long_dir = std::string(templ) + "/" + std::string(95 - sizeof templ, 'd');
+    const std::string long_dir = std::string(templ) + "/" + std::string(99 - sizeof templ, 'd');
     REQUIRE(::mkdir(long_dir.c_str(), 0700) == 0);
     const mode_t old_umask = ::umask(0);  // bind alone would make it 0777
     for (const std::string& dir : {std::string(templ), long_dir}) {
@@ -412,5 +415,38 @@ TEST_CASE("write_file_atomically replaces a file whole, with its mode, over a st
     REQUIRE_FALSE(missing);
     CHECK(missing.error().errno_value == ENOENT);
     ::unlink(path.c_str());
+    ::rmdir(templ);
+}
+
+TEST_CASE("listen_unix binds without /proc wherever a name of 9 bytes or more fits (a jailed VMM)") {
+    char templ[] = "/tmp/sbx-base-sock-XXXXXX";
+    REQUIRE(::mkdtemp(templ) != nullptr);
+    // "<dir>/control.sock" is 107 bytes, the longest sun_path takes.
+    const std::string dir = std::string(templ) + "/" + std::string(107 - 13 - sizeof templ, 'd');
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    const std::string path = dir + "/control.sock";
+    REQUIRE(path.size() == 107);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        // /proc hidden under an empty tmpfs in a mount namespace of its own
+        // (root only: otherwise 77, not checked).
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            ::mount("tmpfs", "/proc", "tmpfs", 0, "size=4k") != 0) {
+            ::_exit(77);
+        }
+        auto listener = listen_unix(path);
+        ::_exit(listener && connect_unix(path) ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        MESSAGE("not checked: cannot hide /proc here (needs root)");
+    } else {
+        CHECK(WEXITSTATUS(status) == 0);
+    }
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
     ::rmdir(templ);
 }

@@ -69,7 +69,10 @@ public:
     static Result<PrivateDir> create_beside(const std::string& path) {
         auto slash = path.rfind('/');
         std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-        std::string templ = (parent == "/" ? "" : parent) + "/.sbx-sock-XXXXXX";
+        // ".XXXXXX/s" is no longer than "NAME" for any NAME of 9 bytes or
+        // more, so the socket fits sun_path inside wherever its path does,
+        // without /proc (which a jailed sbx-vmm has not).
+        std::string templ = (parent == "/" ? "" : parent) + "/.XXXXXX";
         if (::mkdtemp(templ.data()) == nullptr) {  // mode 0700 (mkdtemp(3))
             return sys_error("creating a private directory beside socket {}", path);
         }
