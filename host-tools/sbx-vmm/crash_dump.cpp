@@ -19,10 +19,10 @@ bool zero_page(const std::uint8_t* p) {
 
 }  // namespace
 
-Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, const std::string& path) {
-    auto fd = UniqueFd::open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& path) {
+    auto fd = UniqueFd(::openat(dir_fd, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) {
-        return fd.error();
+        return sys_error("creating the crash dump {}", path);
     }
     std::uint64_t written = 0;
     for (const auto& region : memory.regions()) {
@@ -32,13 +32,13 @@ Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, const std::str
                 continue;
             }
             const auto at = static_cast<off_t>(region.start.value + off);
-            if (::pwrite(fd->get(), base + off, kPage, at) != static_cast<ssize_t>(kPage)) {
+            if (::pwrite(fd.get(), base + off, kPage, at) != static_cast<ssize_t>(kPage)) {
                 return sys_error("writing the crash dump {}", path);
             }
             written += kPage;
         }
     }
-    if (::ftruncate(fd->get(), static_cast<off_t>(memory.end())) != 0) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(memory.end())) != 0) {
         return sys_error("sizing the crash dump {}", path);
     }
     return written;

@@ -367,6 +367,14 @@ int main(int argc, char** argv) {
         }
         control_options.snapshot_dir = std::move(*dir);
     }
+    // Where a triple fault's memory goes (crash_dump.hpp), opened before a jail hides it.
+    sbx::UniqueFd crash_dump_dir;
+    if (const char* dir = std::getenv("SBX_VMM_CRASH_DUMP_DIR"); dir != nullptr) {
+        crash_dump_dir.reset(::open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!crash_dump_dir) {
+            sbx::log::warn("SBX_VMM_CRASH_DUMP_DIR {}: {}", dir, std::strerror(errno));
+        }
+    }
     if (jail) {
         // Before the control server's thread: only lazy restore's threads
         // exist to take the new ids with the main thread.
@@ -411,12 +419,12 @@ int main(int argc, char** argv) {
     if (restored.lazy) {
         log_lazy_stats(*restored.lazy);
     }
-    if (const char* dir = std::getenv("SBX_VMM_CRASH_DUMP_DIR");
-        dir != nullptr && exit.reason == sbx::ExitReason::TripleFault) {
-        const std::string path = fmt::format("{}/sbx-vmm-{}.mem", dir, ::getpid());
-        auto dumped = sbx::write_crash_dump(vm->memory(), path);
+    if (crash_dump_dir && exit.reason == sbx::ExitReason::TripleFault) {
+        const std::string name = fmt::format("sbx-vmm-{}.mem", ::getpid());
+        auto dumped = sbx::write_crash_dump(vm->memory(), crash_dump_dir.get(), name);
         if (dumped) {
-            sbx::log::error("crash dump: {} ({} bytes of non-zero pages)", path, *dumped);
+            sbx::log::error("crash dump: {}/{} ({} bytes of non-zero pages)", std::getenv("SBX_VMM_CRASH_DUMP_DIR"),
+                            name, *dumped);
         } else {
             sbx::log::error("crash dump: {}", describe(dumped.error()));
         }
