@@ -6,13 +6,21 @@
 
 namespace sbx::sqlite {
 
+namespace {
+std::string_view code_of(sqlite3* db) {
+    const int code = sqlite3_extended_errcode(db);
+    if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        return kUniqueViolation;
+    }
+    return (code & 0xff) == SQLITE_FULL ? kStoreFull : "store";
+}
+}  // namespace
+
 Error store_error(sqlite3* db, std::string_view what) {
     if (db == nullptr) {
         return make_coded_error("store", "{}: out of memory", what);
     }
-    int code = sqlite3_extended_errcode(db);
-    bool unique = code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY;
-    return make_coded_error(unique ? kUniqueViolation : "store", "{}: {}", what, sqlite3_errmsg(db));
+    return make_coded_error(code_of(db), "{}: {}", what, sqlite3_errmsg(db));
 }
 
 bool is_unique_violation(const Error& error) {
@@ -152,7 +160,8 @@ Result<Database> Database::open(const std::string& path) {
 Result<void> Database::exec(const std::string& sql) {
     char* message = nullptr;
     if (sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-        Error error = make_coded_error("store", "{}", message != nullptr ? message : "sqlite3_exec failed");
+        Error error =
+            make_coded_error(code_of(db_.get()), "{}", message != nullptr ? message : "sqlite3_exec failed");
         sqlite3_free(message);
         return error;
     }

@@ -85,6 +85,8 @@ private:
 // KEY constraint (SQLITE_CONSTRAINT_UNIQUE/_PRIMARYKEY); others are "store".
 inline constexpr std::string_view kUniqueViolation = "unique_violation";
 [[nodiscard]] bool is_unique_violation(const Error& error);
+// The code of an error from a write that found its file system full (SQLITE_FULL).
+inline constexpr std::string_view kStoreFull = "store_full";
 
 // BEGIN IMMEDIATE (the write lock taken at once, so two writers never
 // deadlock upgrading a read); rolled back when destroyed uncommitted.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/log.hpp"
 #include "host-tools/sbxd/store/schema.hpp"
 
 namespace sbx::sbxd {
@@ -104,11 +105,34 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
     if (!db) {
         return db.error();
     }
-    std::unique_ptr<Store> store(new Store(std::move(*db)));
+    std::unique_ptr<Store> store(new Store(std::move(*db), RoomReserve(path + ".reserve", kRoomReserveBytes)));
     if (auto r = store->migrate(); !r) {
         return r.error().context(path);
     }
+    if (auto r = store->room_.fill(); !r) {
+        log::warn("the store's room reserve: {}", r.error().to_string());
+    }
     return store;
+}
+
+bool Store::use_room_reserve(const Error& error) {
+    if (error.code != sqlite::kStoreFull) {
+        return false;
+    }
+    std::lock_guard lock(room_mutex_);
+    if (!room_.release()) {
+        return false;
+    }
+    log::warn("the store's file system is full; using the {} MiB kept at {}: {}", kRoomReserveBytes >> 20,
+              room_.path(), error.to_string());
+    return true;
+}
+
+void Store::refill_room_reserve() {
+    std::lock_guard lock(room_mutex_);
+    if (!room_.held()) {
+        (void)room_.fill();  // again at the next write while there is no room
+    }
 }
 
 int Store::latest_schema_version() {
@@ -329,6 +353,10 @@ Result<std::vector<SandboxRecord>> Store::list_sandboxes(const SandboxFilter& fi
 }
 
 Result<SandboxRecord> Store::change_state(const std::string& id, const StateChange& change) {
+    return with_room([&] { return change_state_once(id, change); });
+}
+
+Result<SandboxRecord> Store::change_state_once(const std::string& id, const StateChange& change) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);
     if (!tx) {
@@ -488,6 +516,10 @@ Result<void> Store::set_shape(const std::string& id, const std::string& size, in
 }
 
 Result<void> Store::delete_sandbox(const std::string& id, UnixMillis now) {
+    return with_room([&] { return delete_sandbox_once(id, now); });
+}
+
+Result<void> Store::delete_sandbox_once(const std::string& id, UnixMillis now) {
     std::lock_guard lock(mutex_);
     auto tx = Transaction::begin(db_);
     if (!tx) {

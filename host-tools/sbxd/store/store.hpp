@@ -8,7 +8,9 @@
 //
 // Error codes: "not_found", "invalid_state" (a transition the state
 // machine forbids), "idempotency_conflict" (a key reused with another
-// body), "already_exists", "store" (SQLite itself).
+// body), "already_exists", "store" (SQLite itself), "store_full" (its
+// file system is full: state changes and deletes first use the room
+// reserve beside the file, room_reserve.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "host-tools/sbxd/store/records.hpp"
+#include "host-tools/sbxd/store/room_reserve.hpp"
 #include "host-tools/sbxd/store/sqlite.hpp"
 
 namespace sbx::sbxd {
@@ -160,9 +163,22 @@ public:
     // events past 7 days; returns how many rows went.
     [[nodiscard]] Result<std::int64_t> prune(UnixMillis now);
 
+    // The bytes kept free beside the database for its own writes.
+    static constexpr std::uint64_t kRoomReserveBytes = 8ull << 20;
+    [[nodiscard]] bool room_reserved() const { return room_.held(); }
+
 private:
-    explicit Store(sqlite::Database db) : db_(std::move(db)) {}
+    Store(sqlite::Database db, RoomReserve room) : db_(std::move(db)), room_(std::move(room)) {}
     [[nodiscard]] Result<void> migrate();
+    [[nodiscard]] Result<SandboxRecord> change_state_once(const std::string& id, const StateChange& change);
+    [[nodiscard]] Result<void> delete_sandbox_once(const std::string& id, UnixMillis now);
+    // fn() once more, after freeing the room reserve, when it failed with
+    // "store_full"; the reserve is allocated again after a write that went
+    // through.
+    template <typename Fn>
+    auto with_room(Fn&& fn) -> decltype(fn());
+    bool use_room_reserve(const Error& error);
+    void refill_room_reserve();
     [[nodiscard]] Result<std::optional<SandboxRecord>> find_sandbox_locked(const std::string& id);
     [[nodiscard]] Result<void> add_event_locked(const std::optional<std::string>& sandbox_id,
                                                 std::string_view type, const std::string& data,
@@ -172,6 +188,20 @@ private:
 
     std::mutex mutex_;
     sqlite::Database db_;
+    std::mutex room_mutex_;
+    RoomReserve room_;
 };
+
+template <typename Fn>
+auto Store::with_room(Fn&& fn) -> decltype(fn()) {
+    auto result = fn();
+    if (!result && use_room_reserve(result.error())) {
+        result = fn();
+    }
+    if (result) {
+        refill_room_reserve();
+    }
+    return result;
+}
 
 }  // namespace sbx::sbxd
