@@ -68,6 +68,8 @@ struct Options {
     // The sandboxes' network (docs/network.md).
     std::string network = "on";
     std::string cgroup_root = "auto";  // docs/sbxd.md, "Cgroups"
+    std::string jail = "on";           // docs/security.md, "sbx-vmm's jail"
+    std::uint32_t jail_uid_base = 0x70000000;
     std::string net_pool = std::string(net::kDefaultPool);
     std::string uplink;
     std::vector<std::string> dns_upstreams;
@@ -304,6 +306,9 @@ int serve(Store& store, const Options& options) {
         info.proxy = (*hosting)->info;
         info.ca_pem = (*hosting)->ca_pem;
     }
+    if (options.jail == "on") {
+        config.jail_uid_base = options.jail_uid_base;
+    }
     auto cgroups = prepare_cgroup_root(options.cgroup_root, config.state_dir);
     if (!cgroups) {
         log::error("{} (--cgroup-root off runs VMMs without cgroups)", cgroups.error().to_string());
@@ -377,12 +382,16 @@ int serve(Store& store, const Options& options) {
                   address.transport == http::Transport::Tcp ? " (API key required)" : "");
     }
 
-    // What the sandboxes' guests reach over vsock (guest_api.hpp); 0600:
-    // only the VMMs, which run as sbxd's user, connect.
-    if (auto bound = server.listen({http::Transport::Guest, config.guest_api_socket, "", 0}); !bound) {
+    // What the sandboxes' guests reach over vsock (guest_api.hpp): the
+    // VMMs connect, jailed ones as their own uids, through a hard link in
+    // their vmm/ folder; 0666 behind the state directory's 0700.
+    const SocketAccess guest_access{config.jail_uid_base ? 0666u : 0600u};
+    if (auto bound = server.listen({http::Transport::Guest, config.guest_api_socket, "", 0}, guest_access);
+        !bound) {
         log::error("{}", bound.error().to_string());
         return kExitStartFailed;
     }
+    driver.offer_guest_api_to_running();  // links to that socket: it exists now
 
     asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code ec, int signal) {
@@ -458,6 +467,16 @@ int main(int argc, char** argv) {
     app.add_option("--cgroup-root", options.cgroup_root,
                    "each VMM in a cgroup v2 of its own under DIR, limited to its sandbox's CPUs (plus half of one), "
                    "memory (plus 256 MiB) and 512 tasks: auto (/sys/fs/cgroup/sandboxer when that is cgroup2), off, or DIR");
+    app.add_option("--jail", options.jail,
+                   "run each VMM jailed (sbx-vmm --jail: its own mount, IPC, UTS and network namespaces, only its "
+                   "folder's vmm/ to see) as its own uid, --jail-uid-base plus its vsock CID")
+        ->check(CLI::IsMember({"on", "off"}))
+        ->capture_default_str();
+    app.add_option("--jail-uid-base", options.jail_uid_base,
+                   "the first jailed VMM uid and gid (a range no host account uses; the default is above "
+                   "systemd's container ranges)")
+        ->check(CLI::Range(1U, 0x7FF00000U))
+        ->capture_default_str();
     app.add_option("--network", options.network,
                    "give sandboxes a network: a tap, a /30 from --net-pool, NAT out of --uplink, DNS on the "
                    "gateway, the egress policy of docs/network.md (on|off)")

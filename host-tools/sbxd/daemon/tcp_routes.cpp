@@ -165,8 +165,10 @@ void GuestRoutes::serve_tcp_listen(const std::string& id, const std::string& hos
     const std::uint64_t listener_id = pending_->new_listener();
     const std::uint32_t vsock_port = PendingTcpConnections::vsock_port(listener_id);
     // Listening before the guest does, so that its first connection finds it.
+    // 0666: a jailed VMM, another uid, connects; only it and sbxd can reach
+    // its vmm/ folder (0700, its own).
     ListenerPath path{fmt::format("{}_{}", address->uds_path, vsock_port)};
-    auto listener = listen_unix(path.path);
+    auto listener = listen_unix(path.path, Blocking::Yes, 128, SocketAccess{0666});
     if (!listener) {
         return ws_fail(channel, Error{listener.error().to_string(), 0, std::string(api::code::kInternal)}, request_id);
     }

@@ -87,10 +87,13 @@ Result<void> VmmDriver::offer_guest_api(const SandboxRecord& sandbox) {
     if (!secret) {
         return secret.error();
     }
-    // Where the VMM delivers the guest's connections to host port kGuestApiPort.
+    // Where the VMM delivers the guest's connections to host port
+    // kGuestApiPort: a second name of sbxd's socket (a hard link, which a
+    // jailed VMM, seeing only vmm/, can follow), made again at each start
+    // (a restarted sbxd's socket is a new one).
     const std::string link = fmt::format("{}_{}", f.vsock_socket(), kGuestApiPort);
     ::unlink(link.c_str());
-    if (::symlink(config_.guest_api_socket.c_str(), link.c_str()) != 0) {
+    if (::link(config_.guest_api_socket.c_str(), link.c_str()) != 0) {
         return sys_error("linking {} to {}", link, config_.guest_api_socket);
     }
     const agent::AgentEndpoint endpoint{f.vsock_socket(), agent::kAgentPort, vmm->token};

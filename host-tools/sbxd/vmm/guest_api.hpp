@@ -4,7 +4,7 @@
 // /etc/sandboxer/env with the sandbox's identity and a key scoped to it,
 // and asks the agent to listen on kGuestApiAddress:kGuestApiPort and join
 // each connection to host vsock port kGuestApiPort; the VMM delivers those
-// at "<vsock uds>_<port>", a link to sbxd's one guest-API socket
+// at "<vsock uds>_<port>", a hard link to sbxd's one guest-API socket
 // (Transport::Guest: every request needs the bearer key).
 #pragma once
 

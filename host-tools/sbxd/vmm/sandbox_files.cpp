@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,21 @@ Result<void> SandboxFiles::create() const {
     }
     if (::mkdir(dir_.c_str(), 0700) != 0) {
         return sys_error("creating the sandbox folder {}", dir_);
+    }
+    return ok();
+}
+
+Result<void> SandboxFiles::prepare_vmm_dir(std::optional<std::pair<unsigned, unsigned>> owner) const {
+    const std::string vmm = vmm_dir();
+    if (::mkdir(vmm.c_str(), 0700) != 0 && errno != EEXIST) {
+        return sys_error("creating {}", vmm);
+    }
+    // The jail binds vmm/ alone at its own path (below root-owned 0755
+    // folders of its own), so the folder stays 0700.
+    if (owner) {
+        if (::chown(vmm.c_str(), owner->first, owner->second) != 0) {
+            return sys_error("giving {} to uid {}", vmm, owner->first);
+        }
     }
     return ok();
 }

@@ -4,10 +4,15 @@
 // and vsock sockets, and vmm.json: what sbxd must know of its VMM beyond
 // the store's row (the agent's token, the vsock CID, and the VMM's pid and
 // start time from the moment it is spawned, before the row can say so).
-// The folder is sbx-vmm's --snapshot-dir.
+// What the VMM itself creates — its control and vsock sockets, the memory
+// it saves — is in the folder's vmm/ (its --snapshot-dir, and with a jail
+// the only host folder it sees, owned by its uid); sbxd moves a saved
+// memory file up into the folder, whose own files only sbxd writes.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -35,8 +40,11 @@ public:
     [[nodiscard]] std::string memory() const { return dir_ + "/memory.snap"; }
     [[nodiscard]] std::string console_log() const { return dir_ + "/console.log"; }
     [[nodiscard]] std::string vmm_log() const { return dir_ + "/vmm.log"; }
-    [[nodiscard]] std::string control_socket() const { return dir_ + "/control.sock"; }
-    [[nodiscard]] std::string vsock_socket() const { return dir_ + "/vsock.sock"; }
+    [[nodiscard]] std::string vmm_dir() const { return dir_ + "/vmm"; }
+    [[nodiscard]] std::string control_socket() const { return vmm_dir() + "/control.sock"; }
+    [[nodiscard]] std::string vsock_socket() const { return vmm_dir() + "/vsock.sock"; }
+    // Where the VMM writes the memory it saves, before sbxd moves it to memory().
+    [[nodiscard]] std::string vmm_memory() const { return vmm_dir() + "/memory.snap"; }
     [[nodiscard]] std::string vmm_file() const { return dir_ + "/vmm.json"; }
     // The frozen layers under disk.qcow2, one path a line, the newest last.
     [[nodiscard]] std::string layers_list() const { return dir_ + "/layers.txt"; }
@@ -45,6 +53,9 @@ public:
 
     // Makes the folder (0700); an existing one is an error.
     [[nodiscard]] Result<void> create() const;
+    // Makes vmm/ when missing (0700), owned by `owner` (uid, gid) when
+    // given (a jailed VMM's).
+    [[nodiscard]] Result<void> prepare_vmm_dir(std::optional<std::pair<unsigned, unsigned>> owner) const;
     // Removes the folder and everything in it; a missing one is fine.
     [[nodiscard]] Result<void> remove() const;
     [[nodiscard]] bool has_memory() const;

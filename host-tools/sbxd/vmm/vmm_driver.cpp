@@ -138,7 +138,7 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
     if (*network) {
         spec.net = (*network)->card;
     }
-    place_in_cgroup(spec, files, sandbox.cpus, sandbox.memory_mib);
+    confine(spec, files, sandbox.cpus, sandbox.memory_mib);
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
@@ -183,7 +183,7 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const 
     }
     // The saved machine has the record's size (a resized one boots cold).
     auto record = store_.get_sandbox(id);
-    place_in_cgroup(spec, files, record ? record->cpus : 0, record ? record->memory_mib : 0);
+    confine(spec, files, record ? record->cpus : 0, record ? record->memory_mib : 0);
     auto process = launch_vmm(spec, files);
     if (!process) {
         cids_.release(*cid);
@@ -247,7 +247,10 @@ std::string VmmDriver::cgroup_path(const SandboxFiles& files) const {
     return config_.cgroups->root + "/" + std::filesystem::path(files.dir()).filename().string();
 }
 
-void VmmDriver::place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
+void VmmDriver::confine(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
+    if (config_.jail_uid_base) {
+        spec.jail_uid = *config_.jail_uid_base + spec.cid;
+    }
     if (!config_.cgroups) {
         return;
     }
@@ -400,12 +403,10 @@ Result<SandboxRecord> VmmDriver::stop(const std::string& id, const api::StopRequ
         }
     }
     if (request.memory) {
-        // Written to a temporary name and renamed by the VMM: memory.snap
-        // exists only complete.
-        auto saved = control_call(vmm.control_socket, {{"op", "snapshot"}, {"path", f.memory()}, {"mode", "raw"}},
-                                  kSnapshotTimeout);
+        // Written to a temporary name and renamed by the VMM, then moved
+        // here: memory.snap exists only complete.
+        auto saved = save_memory(vmm, f, kSnapshotTimeout);
         if (!saved) {
-            ::unlink(f.memory().c_str());
             // The VMM said the write failed (a full disk): the VM is paused
             // with nothing lost, so it runs on and only this stop fails. (A
             // VMM that did not answer in time may be writing still.)

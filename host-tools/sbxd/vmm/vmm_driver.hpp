@@ -62,6 +62,9 @@ struct DriverConfig {
     // Each VMM's cgroup v2 goes under this root (vmm_cgroups.hpp); none:
     // VMMs run in sbxd's own cgroup.
     std::optional<CgroupPlan> cgroups{};
+    // Each VMM runs jailed (sbx-vmm --jail, docs/security.md) as uid and
+    // gid base + its vsock CID, unique among the running VMMs; none: not jailed.
+    std::optional<std::uint32_t> jail_uid_base{};
 };
 
 // Why a start from saved memory boots cold instead, or empty to restore
@@ -89,6 +92,9 @@ public:
     // rolled back (VMM killed, folder and row removed). Returns how many
     // VMMs were adopted.
     [[nodiscard]] Result<int> recover();
+    // Once sbxd's guest-API socket listens: the API inside each adopted
+    // (running) sandbox again (guest_api.hpp); failures are logged.
+    void offer_guest_api_to_running();
     // Starts a thread that marks crashed every running sandbox whose VMM
     // has ended (and reaps it), every `period`.
     void watch_vmms(std::chrono::milliseconds period = std::chrono::seconds(2));
@@ -173,9 +179,10 @@ private:
     Error crash(const std::string& id, const Error& why, std::string_view code);
     void end_vmm(const SandboxFiles& files, const std::optional<VmmProcess>& process, bool graceful);
     // The VMM of the folder `files` starts in a cgroup of its own with the
-    // limits of `cpus` and `memory_mib` (0: from its record); removed again
-    // (what runs there killed) once that VMM is ended.
-    void place_in_cgroup(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const;
+    // limits of `cpus` and `memory_mib` (0: from its record), removed again
+    // (what runs there killed) once that VMM is ended; and, with jails on,
+    // jailed in the folder's vmm/ as uid and gid jail_uid_base + its CID.
+    void confine(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const;
     void remove_cgroup(const SandboxFiles& files) const;
     // ROOT/<folder name>: the cgroup of the folder's VMM (with cgroups on).
     [[nodiscard]] std::string cgroup_path(const SandboxFiles& files) const;

@@ -3,16 +3,19 @@
 // (a boot that fails must leave a crashed sandbox and no process), and
 // recover() over rows an earlier sbxd left.
 #include <doctest/doctest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <sstream>
 #include <thread>
 
+#include "base/unix_socket.hpp"
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
@@ -99,8 +102,10 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
     };
     CHECK(has("--kernel", "/k/vmlinux"));
     CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2,backing=on"));
-    CHECK(has("--vsock", "cid=5,uds=/s/sandboxes/sbx_1/vsock.sock"));
-    CHECK(has("--snapshot-dir", "/s/sandboxes/sbx_1"));
+    CHECK(has("--vsock", "cid=5,uds=/s/sandboxes/sbx_1/vmm/vsock.sock"));
+    CHECK(has("--snapshot-dir", "/s/sandboxes/sbx_1/vmm"));
+    CHECK(has("--control", "/s/sandboxes/sbx_1/vmm/control.sock"));
+    CHECK(std::find(args.begin(), args.end(), "--jail") == args.end());
     CHECK(has("--cpus", "2"));
     CHECK(has("--memory", "1024"));
     auto cmdline = std::find(args.begin(), args.end(), "--cmdline");
@@ -115,6 +120,60 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
     CHECK(has("--disk", "/s/sandboxes/sbx_1/disk.qcow2,backing=on"));
     CHECK(std::find(args.begin(), args.end(), "--kernel") == args.end());
     CHECK(std::find(args.begin(), args.end(), "--cmdline") == args.end());
+    // Jailed: in vmm/ alone, as its own uid and gid.
+    restore.jail_uid = 0x70000005;
+    args = vmm_arguments(restore, f);
+    CHECK(has("--jail", "/s/sandboxes/sbx_1/vmm"));
+    CHECK(has("--jail-user", "1879048197:1879048197"));
+}
+
+namespace {
+
+// A VMM's control socket that answers one request with {"ok":true} after
+// `act` (what the VMM did in its vmm/ folder).
+std::thread fake_snapshot_vmm(const std::string& socket, std::function<void()> act) {
+    auto listener = listen_unix(socket);
+    REQUIRE(listener);
+    return std::thread([server = std::make_shared<UniqueFd>(std::move(*listener)), act = std::move(act)] {
+        UniqueFd conn(::accept4(server->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        char line[4096];
+        if (!conn || ::read(conn.get(), line, sizeof line) <= 0) {
+            return;
+        }
+        act();
+        const std::string reply = "{\"ok\":true}\n";
+        (void)::write(conn.get(), reply.data(), reply.size());
+    });
+}
+
+}  // namespace
+
+TEST_CASE("a saved memory is moved up from vmm/ only when the VMM left a regular file there") {
+    TempDir dir{"sbxd-save"};
+    SandboxFiles f = SandboxFiles::in_dir(dir.file("sbx"));
+    REQUIRE(f.create().has_value());
+    REQUIRE(f.prepare_vmm_dir(std::nullopt).has_value());
+    const VmmProcess vmm{1, 1, f.control_socket()};
+
+    auto honest = fake_snapshot_vmm(f.control_socket(), [&] { write_file(f.vmm_memory(), "memory"); });
+    REQUIRE(save_memory(vmm, f, 10s).has_value());
+    honest.join();
+    CHECK(read_file(f.memory()) == "memory");
+    CHECK_FALSE(fs::exists(f.vmm_memory()));
+    ::unlink(f.control_socket().c_str());
+
+    // A VMM that plants a link to a host file: the next restore would map it.
+    write_file(dir.file("host-secret"), "secret");
+    auto planted = fake_snapshot_vmm(f.control_socket(), [&] {
+        REQUIRE(::symlink(dir.file("host-secret").c_str(), f.vmm_memory().c_str()) == 0);
+    });
+    auto refused = save_memory(vmm, f, 10s);
+    planted.join();
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().code == "invalid");
+    CHECK_FALSE(fs::exists(f.memory()));
+    CHECK_FALSE(fs::is_symlink(f.vmm_memory()));
+    CHECK(read_file(dir.file("host-secret")) == "secret");
 }
 
 TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk and no VMM") {

@@ -160,9 +160,7 @@ Result<std::vector<SandboxRecord>> VmmDriver::fork_locked(const SandboxRecord& p
     if (running) {
         // Paused and saved in one op; on failure the parent runs on untouched.
         const VmmProcess vmm = parent.vmm.value_or(VmmProcess{});
-        ::unlink(pf.memory().c_str());
-        auto saved = control_call(vmm.control_socket,
-                                  {{"op", "snapshot"}, {"path", pf.memory()}, {"mode", "raw"}}, kSnapshotTimeout);
+        auto saved = save_memory(vmm, pf, kSnapshotTimeout);
         if (!saved) {
             (void)control_call(vmm.control_socket, {{"op", "resume"}});
             return saved.error().context("saving the parent's memory").with_code(save_failure_code(saved.error()));

@@ -1,9 +1,14 @@
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "base/unique_fd.hpp"
 #include "guest-agent/client/agent_client.hpp"
 #include "guest-agent/freeze/freeze_client.hpp"
 #include "guest-agent/identity/identity_client.hpp"
@@ -48,7 +53,7 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
         "--disk",    files.disk() + ",backing=on",  // an overlay sbxd made on its own image or layer
         "--vsock",   fmt::format("cid={},uds={}", spec.cid, files.vsock_socket()),
         "--control", files.control_socket(),
-        "--snapshot-dir", files.dir(),
+        "--snapshot-dir", files.vmm_dir(),
         // appended: `sbx logs` keeps every boot, restore and resume
         "--console", "append:" + files.console_log(),
     };
@@ -57,10 +62,21 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
         args.push_back("--net");
         args.push_back(fmt::format("tap={},mac={}", spec.net->tap, spec.net->mac));
     }
+    if (spec.jail_uid) {
+        args.insert(args.end(), {"--jail", files.vmm_dir(), "--jail-user",
+                                 fmt::format("{}:{}", *spec.jail_uid, *spec.jail_uid)});
+    }
     return args;
 }
 
 Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files) {
+    std::optional<std::pair<unsigned, unsigned>> owner;
+    if (spec.jail_uid) {
+        owner.emplace(*spec.jail_uid, *spec.jail_uid);
+    }
+    if (auto made = files.prepare_vmm_dir(owner); !made) {
+        return made.error();
+    }
     std::optional<Cgroup> cgroup;
     if (!spec.cgroup.empty()) {
         auto made = Cgroup::create(spec.cgroup, spec.cgroup_limits);
@@ -184,6 +200,34 @@ Result<void> thaw_guest(const SandboxFiles& files, const std::string& token) {
         return thawed.error().context("thaw op");
     }
     return ok();
+}
+
+Result<void> save_memory(const VmmProcess& vmm, const SandboxFiles& files, std::chrono::milliseconds timeout) {
+    ::unlink(files.vmm_memory().c_str());
+    ::unlink(files.memory().c_str());
+    auto saved =
+        control_call(vmm.control_socket, {{"op", "snapshot"}, {"path", files.vmm_memory()}, {"mode", "raw"}}, timeout);
+    if (!saved) {
+        ::unlink(files.vmm_memory().c_str());  // a VMM that did not answer may have written it
+        return saved.error();
+    }
+    // vmm/ is the VMM's: what is at that name is taken only if it is a
+    // regular file (never a link a VMM planted to a host file, which the
+    // next restore would map as guest memory), and linked up by its
+    // descriptor, so the name cannot change in between; then sbxd's.
+    UniqueFd fd(::open(files.vmm_memory().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    Result<void> moved = ok();
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        moved = make_coded_error("invalid", "{} is not a regular file", files.vmm_memory());
+    } else if (::fchown(fd.get(), ::geteuid(), ::getegid()) != 0 || ::fchmod(fd.get(), 0600) != 0) {
+        moved = sys_error("taking {}", files.vmm_memory());
+    } else if (::linkat(AT_FDCWD, fmt::format("/proc/self/fd/{}", fd.get()).c_str(), AT_FDCWD,
+                        files.memory().c_str(), AT_SYMLINK_FOLLOW) != 0) {
+        moved = sys_error("linking {} to {}", files.vmm_memory(), files.memory());
+    }
+    ::unlink(files.vmm_memory().c_str());
+    return moved;
 }
 
 void stop_vmm(const VmmProcess& vmm, std::chrono::milliseconds grace) {

@@ -54,13 +54,16 @@ struct LaunchSpec {
     // here; empty: none). Removed again when the start fails.
     std::string cgroup{};
     CgroupLimits cgroup_limits{};
+    // Jailed in the folder's vmm/ as this uid and gid (sbx-vmm --jail); none: not jailed.
+    std::optional<std::uint32_t> jail_uid{};
 };
 
 // The sbx-vmm arguments for `spec` in the sandbox's folder.
 [[nodiscard]] std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFiles& files);
 
 // Spawns the VMM (its own session, output to vmm.log) and records it in
-// vmm.json before anything else can fail.
+// vmm.json before anything else can fail. Makes the folder's vmm/ first
+// (the jailed uid's).
 [[nodiscard]] Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files);
 
 // Polls the agent's health through the vsock socket until it answers or
@@ -92,6 +95,13 @@ struct IdentityUpdate {
 // The thaw op, after a restore: the snapshot may have been taken frozen.
 // Nothing frozen is no error.
 [[nodiscard]] Result<void> thaw_guest(const SandboxFiles& files, const std::string& token);
+
+// The `snapshot` op (raw) of the running VMM into its vmm/ (where a
+// jailed VMM may write), then that file (a regular file only, made
+// sbxd's) linked to files.memory(); on failure the VM stays paused and
+// nothing is left at either name.
+[[nodiscard]] Result<void> save_memory(const VmmProcess& vmm, const SandboxFiles& files,
+                                       std::chrono::milliseconds timeout);
 
 // Ends the VMM: the control socket's stop, then SIGKILL to its group if it
 // has not exited within `grace`. Returns once it is gone.

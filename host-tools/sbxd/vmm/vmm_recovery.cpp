@@ -65,16 +65,13 @@ Result<int> VmmDriver::recover() {
             cids_.reserve(vmm_file->cid)) {
             log::info("sandbox {}: adopted its VMM (pid {})", s.id, process->pid);
             keep_running(s.id, *process);
-            if (auto offered = offer_guest_api(s); !offered) {
-                log::warn("sandbox {}: the API inside it: {}", s.id, offered.error().to_string());
-            }
             adopted_pids.insert(process->pid);
             ++adopted;
             continue;
         }
         const bool launched = (process && process->pid > 0) ||
                               std::any_of(found.begin(), found.end(),
-                                          [&](const FoundProcess& p) { return p.value == f.dir(); });
+                                          [&](const FoundProcess& p) { return p.value == f.vmm_dir(); });
         end_vmm(f, process, false);
         const UnixMillis now = clock_();
         Result<SandboxRecord> changed = make_error("unset");
@@ -135,6 +132,19 @@ Result<int> VmmDriver::recover() {
     remove_unfinished_templates();
     remove_unowned_cgroups();
     return adopted;
+}
+
+void VmmDriver::offer_guest_api_to_running() {
+    auto running = store_.list_sandboxes({{}, {SandboxState::Running}});
+    if (!running) {
+        log::warn("the API inside the adopted sandboxes: {}", running.error().to_string());
+        return;
+    }
+    for (const auto& s : *running) {
+        if (auto offered = offer_guest_api(s); !offered) {
+            log::warn("sandbox {}: the API inside it: {}", s.id, offered.error().to_string());
+        }
+    }
 }
 
 namespace fs = std::filesystem;

@@ -45,9 +45,7 @@ Result<std::string> VmmDriver::save_running(const SandboxRecord& sandbox, const 
         (void)control_call(vmm.control_socket, {{"op", "resume"}});
         return e.with_code(api::code::kInternal);
     };
-    ::unlink(pf.memory().c_str());
-    auto saved = control_call(vmm.control_socket, {{"op", "snapshot"}, {"path", pf.memory()}, {"mode", "raw"}},
-                              kSnapshotTimeout);
+    auto saved = save_memory(vmm, pf, kSnapshotTimeout);
     if (!saved) {
         return undo(saved.error().context("saving the memory")).with_code(save_failure_code(saved.error()));
     }

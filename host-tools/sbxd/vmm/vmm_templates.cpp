@@ -111,7 +111,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     if (*network) {
         spec.net = (*network)->card;
     }
-    place_in_cgroup(spec, t, like.cpus, like.memory_mib);
+    confine(spec, t, like.cpus, like.memory_mib);
     auto process = launch_vmm(spec, t);
     if (!process) {
         cids_.release(*cid);
@@ -126,8 +126,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     if (auto ready = wait_for_agent(*process, t, *token, config_.boot_timeout, stop); !ready) {
         return end(ready.error());
     }
-    auto saved = control_call(process->control_socket, {{"op", "snapshot"}, {"path", t.memory()}, {"mode", "raw"}},
-                              kSnapshotTimeout);
+    auto saved = save_memory(*process, t, kSnapshotTimeout);
     if (!saved) {
         return end(saved.error());
     }

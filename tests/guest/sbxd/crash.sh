@@ -63,10 +63,11 @@ cr_pick() {
 cr_listed_layers() { cat "$state"/sandboxes/*/layers.txt 2>/dev/null | sort -u; }
 
 # cr_vmm_op ID OP: pause or resume sandbox ID's VMM through its control
-# socket, when it runs (sbxd's state is not involved).
+# socket when the sandbox is running (sbxd's state is not involved; a
+# crashed one's socket may be left behind, with no VMM).
 cr_vmm_op() {
-  local sock=$state/sandboxes/$1/control.sock
-  [ -S "$sock" ] || return 0
+  local sock=$state/sandboxes/$1/vmm/control.sock
+  case " $running " in *" $1 "*) ;; *) return 0 ;; esac
   timeout 30 /usr/bin/python3 "$vmm_control" "$sock" "{\"op\":\"$2\"}" >/dev/null 2>&1 ||
     bad "$2 of $1's VMM through its control socket"
 }

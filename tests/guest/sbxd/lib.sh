@@ -20,11 +20,11 @@ keep_sandbox_logs() {
       [ -f "$f" ] || continue
       mkdir -p "$logdir/fail.$failures/$(basename "$d")" && cp "$f" "$logdir/fail.$failures/$(basename "$d")/"
     done
-    [ -S "${d}control.sock" ] || continue
+    [ -S "${d}vmm/control.sock" ] || continue
     f=$logdir/fail.$failures/$(basename "$d")/diagnose.json
-    timeout 20 /usr/bin/python3 "$vmm_control" "${d}control.sock" '{"op":"diagnose"}' >"$f" 2>&1
+    timeout 20 /usr/bin/python3 "$vmm_control" "${d}vmm/control.sock" '{"op":"diagnose"}' >"$f" 2>&1
     # a guest spinning on #PFs from below the VMM says so (run_nested reruns)
-    [ "$failures" -gt 2 ] || timeout 60 /usr/bin/python3 "$pf_spin" "${d}control.sock" "$(basename "$d")" || true
+    [ "$failures" -gt 2 ] || timeout 60 /usr/bin/python3 "$pf_spin" "${d}vmm/control.sock" "$(basename "$d")" || true
     [ "$failures" -le 2 ] && /usr/bin/python3 - "$f" "$(basename "$d")" <<'PY'
 import json, sys
 try:

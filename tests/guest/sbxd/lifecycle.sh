@@ -29,6 +29,17 @@ check "the cgroup's cpu.max" "150000 100000" "$(cat "$cgroups/$id/cpu.max" 2>&1)
 check "the cgroup's pids.max" 512 "$(cat "$cgroups/$id/pids.max" 2>&1)"
 check "the cgroup counts the VMM's threads" yes \
   "$([ "$(cat "$cgroups/$id/pids.current" 2>/dev/null || echo 0)" -ge 2 ] && echo yes)"
+# And jailed (docs/security.md, "sbx-vmm's jail"): as uid and gid
+# 0x70000000 + its CID, every thread filtered, without capabilities or new
+# privileges, in a root where its folder holds only vmm/.
+vpid=$(vmm_field "$id" pid) vcid=$(vmm_field "$id" cid)
+check "its VMM runs as uid and gid 0x70000000 + its CID" "$((0x70000000 + vcid)) $((0x70000000 + vcid))" \
+  "$(awk '/^Uid:/ { u = $2 } /^Gid:/ { g = $2 } END { print u, g }' "/proc/$vpid/status" 2>&1)"
+check "each VMM thread: Seccomp 2, NoNewPrivs 1, CapEff 0" "" \
+  "$(for t in /proc/"$vpid"/task/*; do grep -E '^(Seccomp|NoNewPrivs|CapEff):' "$t/status" |
+       grep -vE '^Seccomp:\s+2$|^NoNewPrivs:\s+1$|^CapEff:\s+0+$' | sed "s|^|${t##*/}: |"; done)"
+check "in its root, its folder holds only vmm/" vmm "$(ls -A "/proc/$vpid/root$folder" 2>&1 | xargs)"
+check "and nothing of the host's /etc" "" "$(ls -A "/proc/$vpid/root/etc" 2>/dev/null)"
 check "an exec through the agent" "hello from $id" "$(agent "$id" exec -- sh -c "echo hello from $id")"
 proc=$(agent "$id" exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' 2>/dev/null)
 pid=; wait_until 120 "the PID of the counting process" counter_pid "$id"; pid_before=$pid

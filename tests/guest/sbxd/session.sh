@@ -12,8 +12,10 @@ set -uo pipefail
 kernel=$1 image_tar=$2 sbxd=$3 vmm=$4 ctl=$5 sbx=$6 logdir=$7
 shift 7
 here=$(cd "$(dirname "$0")" && pwd)
-# A VMM whose guest triple-faults leaves its memory here (tests/lib.sh fail).
+# A VMM whose guest triple-faults leaves its memory here (tests/lib.sh fail);
+# sbxd's VMMs are jailed, each as its own uid, and must be able to create it.
 export SBX_VMM_CRASH_DUMP_DIR=$logdir
+chmod 1777 "$logdir"
 parts=("$@")
 if [ ${#parts[@]} -eq 0 ]; then
   parts=(lifecycle)

@@ -31,10 +31,12 @@ else
   check "ws_exec: sbx streams piped stdin too" "$(md5sum <"$w/ws_blob")" \
     "$(cat "$w/ws_blob" | timeout 600 env SBX_HOST="unix:$sock" "$sbx" exec "$wx" -- cat | md5sum)"
 
-  # 2. tty: a pty of the request's size, then a resize.
+  # 2. tty: a pty of the request's size, then a resize. The input waits
+  # for the whole first line: the line discipline may echo it between
+  # "33 101" and the "\r\n" that ends that line.
   ws_out=$(wsx --out "$w/ws_tty" "$ws_path" \
     '{"shell":"tty; stty size; read x; stty size; exit 7","tty":{"rows":33,"cols":101}}' \
-    'wait:33 101' 'text:{"type":"resize","rows":50,"cols":132}' 'bytes:go
+    $'wait:33 101\r\n' 'text:{"type":"resize","rows":50,"cols":132}' 'bytes:go
 ')
   check "ws_exec: the exit code comes back" 7 "$(wsf 'b["exit"]["exitCode"]')"
   ws_tty=$(tr -d '\r' <"$w/ws_tty")
