@@ -11,6 +11,9 @@
 set -uo pipefail
 kind=$1 kernel=$2 image=$3 vmm=$4 ctl=$5 logdir=$6 fixture_dir=${7:-} fixture_new=${8:-}
 here=$(cd "$(dirname "$0")" && pwd)
+# A VMM whose guest triple-faults leaves its memory here, for run_nested's
+# judgement of a fault from below (tests/lib.sh walk_crash_dumps).
+export SBX_VMM_CRASH_DUMP_DIR=$logdir
 # shellcheck source=SCRIPTDIR/wait_lib.sh
 . "$here/wait_lib.sh"  # wait_until, wait_exit
 PATH=$PATH:/usr/sbin:/sbin
