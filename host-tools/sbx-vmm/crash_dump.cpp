@@ -19,10 +19,10 @@ bool zero_page(const std::uint8_t* p) {
 
 }  // namespace
 
-Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& path) {
-    auto fd = UniqueFd(::openat(dir_fd, path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& name) {
+    auto fd = UniqueFd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) {
-        return sys_error("creating the crash dump {}", path);
+        return sys_error("creating the crash dump {}", name);
     }
     std::uint64_t written = 0;
     for (const auto& region : memory.regions()) {
@@ -33,13 +33,13 @@ Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, co
             }
             const auto at = static_cast<off_t>(region.start.value + off);
             if (::pwrite(fd.get(), base + off, kPage, at) != static_cast<ssize_t>(kPage)) {
-                return sys_error("writing the crash dump {}", path);
+                return sys_error("writing the crash dump {}", name);
             }
             written += kPage;
         }
     }
     if (::ftruncate(fd.get(), static_cast<off_t>(memory.end())) != 0) {
-        return sys_error("sizing the crash dump {}", path);
+        return sys_error("sizing the crash dump {}", name);
     }
     return written;
 }

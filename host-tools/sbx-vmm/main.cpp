@@ -368,11 +368,12 @@ int main(int argc, char** argv) {
         control_options.snapshot_dir = std::move(*dir);
     }
     // Where a triple fault's memory goes (crash_dump.hpp), opened before a jail hides it.
+    const char* crash_dump_path = std::getenv("SBX_VMM_CRASH_DUMP_DIR");
     sbx::UniqueFd crash_dump_dir;
-    if (const char* dir = std::getenv("SBX_VMM_CRASH_DUMP_DIR"); dir != nullptr) {
-        crash_dump_dir.reset(::open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (crash_dump_path != nullptr) {
+        crash_dump_dir.reset(::open(crash_dump_path, O_PATH | O_DIRECTORY | O_CLOEXEC));
         if (!crash_dump_dir) {
-            sbx::log::warn("SBX_VMM_CRASH_DUMP_DIR {}: {}", dir, std::strerror(errno));
+            sbx::log::warn("SBX_VMM_CRASH_DUMP_DIR {}: {}", crash_dump_path, std::strerror(errno));
         }
     }
     if (jail) {
@@ -423,8 +424,7 @@ int main(int argc, char** argv) {
         const std::string name = fmt::format("sbx-vmm-{}.mem", ::getpid());
         auto dumped = sbx::write_crash_dump(vm->memory(), crash_dump_dir.get(), name);
         if (dumped) {
-            sbx::log::error("crash dump: {}/{} ({} bytes of non-zero pages)", std::getenv("SBX_VMM_CRASH_DUMP_DIR"),
-                            name, *dumped);
+            sbx::log::error("crash dump: {}/{} ({} bytes of non-zero pages)", crash_dump_path, name, *dumped);
         } else {
             sbx::log::error("crash dump: {}", describe(dumped.error()));
         }

@@ -38,17 +38,15 @@ Result<void> SandboxFiles::create() const {
     return ok();
 }
 
-Result<void> SandboxFiles::prepare_vmm_dir(std::optional<std::pair<unsigned, unsigned>> owner) const {
+Result<void> SandboxFiles::prepare_vmm_dir(std::optional<std::uint32_t> jail_id) const {
     const std::string vmm = vmm_dir();
     if (::mkdir(vmm.c_str(), 0700) != 0 && errno != EEXIST) {
         return sys_error("creating {}", vmm);
     }
     // The jail binds vmm/ alone at its own path (below root-owned 0755
     // folders of its own), so the folder stays 0700.
-    if (owner) {
-        if (::chown(vmm.c_str(), owner->first, owner->second) != 0) {
-            return sys_error("giving {} to uid {}", vmm, owner->first);
-        }
+    if (jail_id && ::chown(vmm.c_str(), *jail_id, *jail_id) != 0) {
+        return sys_error("giving {} to uid {}", vmm, *jail_id);
     }
     return ok();
 }

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <utility>
 #include <string>
 #include <vector>
 
@@ -53,9 +52,9 @@ public:
 
     // Makes the folder (0700); an existing one is an error.
     [[nodiscard]] Result<void> create() const;
-    // Makes vmm/ when missing (0700), owned by `owner` (uid, gid) when
+    // Makes vmm/ when missing (0700), owned by uid and gid `jail_id` when
     // given (a jailed VMM's).
-    [[nodiscard]] Result<void> prepare_vmm_dir(std::optional<std::pair<unsigned, unsigned>> owner) const;
+    [[nodiscard]] Result<void> prepare_vmm_dir(std::optional<std::uint32_t> jail_id) const;
     // Removes the folder and everything in it; a missing one is fine.
     [[nodiscard]] Result<void> remove() const;
     [[nodiscard]] bool has_memory() const;

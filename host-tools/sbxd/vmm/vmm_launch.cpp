@@ -70,11 +70,7 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
 }
 
 Result<VmmProcess> launch_vmm(const LaunchSpec& spec, const SandboxFiles& files) {
-    std::optional<std::pair<unsigned, unsigned>> owner;
-    if (spec.jail_uid) {
-        owner.emplace(*spec.jail_uid, *spec.jail_uid);
-    }
-    if (auto made = files.prepare_vmm_dir(owner); !made) {
+    if (auto made = files.prepare_vmm_dir(spec.jail_uid); !made) {
         return made.error();
     }
     std::optional<Cgroup> cgroup;
