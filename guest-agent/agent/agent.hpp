@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/unique_fd.hpp"
@@ -39,6 +40,10 @@ struct AgentOptions {
     // FIFREEZE/FITHAW for the freeze and thaw ops; empty: refused (only
     // the agent in a guest binds the real calls, main.cpp).
     std::shared_ptr<FreezeKernel> freeze_kernel;
+    // Every program's oom_score_adj (SpawnPlan::oom_score_adj); none: the
+    // agent's own. main.cpp sets the agent in a guest to -1000 and this to
+    // the value it started with.
+    std::optional<int> child_oom_score_adj;
 };
 
 class Session {

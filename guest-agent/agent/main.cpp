@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -46,6 +47,25 @@ std::string read_text(const char* path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+// The agent in a guest must outlive whatever exhausts the guest's memory
+// (a fork bomb's tasks are all small; the OOM killer could pick the agent):
+// it takes oom_score_adj -1000 (proc(5)) and returns the value it started
+// with, which programs get back (SpawnPlan::oom_score_adj).
+std::optional<int> shield_from_oom_killer() {
+    const std::string before = read_text("/proc/self/oom_score_adj");
+    int original = 0;
+    if (std::sscanf(before.c_str(), "%d", &original) != 1) {
+        return std::nullopt;
+    }
+    std::ofstream out("/proc/self/oom_score_adj");
+    out << "-1000" << std::flush;
+    if (!out) {
+        sbx::log::warn("cannot set the agent's oom_score_adj to -1000; the OOM killer may pick it");
+        return std::nullopt;
+    }
+    return original;
 }
 
 // Tells the host the agent is ready; the host may not be listening yet (or
@@ -138,6 +158,7 @@ int main(int argc, char** argv) {
     // (tests, on the host) must never freeze the host's file systems.
     if (listen_unix.empty()) {
         options.freeze_kernel = sbx::agent::make_system_freeze_kernel();
+        options.child_oom_score_adj = shield_from_oom_killer();
     }
     auto listener = listen_unix.empty() ? sbx::agent::listen_vsock(port) : sbx::listen_unix(listen_unix);
     if (!listener) {

@@ -254,6 +254,7 @@ Result<void> exec(Session& session, const Json& request) {
     if (!spec) {
         return reply_error(session, spec.error());
     }
+    spec->plan.oom_score_adj = session.agent().options().child_oom_score_adj;
     if (spec->detach) {
         auto process = session.agent().processes().start(*spec);
         if (!process) {

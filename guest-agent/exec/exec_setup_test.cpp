@@ -2,11 +2,15 @@
 // terminals, environment, working directory, users, programs that cannot
 // run; and hostile requests.
 #include <doctest/doctest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "guest-agent/exec/exec_test_util.hpp"
+#include "guest-agent/exec/passwd.hpp"
+#include "guest-agent/exec/spawn.hpp"
 
 using namespace sbx;
 using namespace sbx::agent;
@@ -250,4 +254,36 @@ TEST_CASE("hostile input during an exec") {
     const std::uint8_t garbage[] = {0, 0, 0, 0, 9};
     REQUIRE(::write(second.stream().fd(), garbage, sizeof garbage) == sizeof garbage);
     CHECK(eventually([&] { return process_gone(victim->pid()); }));
+}
+
+TEST_CASE("a program gets the oom_score_adj its plan names, not the agent's") {
+    auto user = lookup_user(std::to_string(::geteuid()));
+    REQUIRE(user);
+    // Raising the value needs no privilege (proc(5)); the test's own stays.
+    const std::string own = [] {
+        std::ifstream in("/proc/self/oom_score_adj");
+        std::string v;
+        in >> v;
+        return v;
+    }();
+    for (std::optional<int> adj : {std::optional<int>(), std::optional<int>(987)}) {
+        SpawnPlan plan;
+        plan.argv = {"/bin/cat", "/proc/self/oom_score_adj"};
+        plan.cwd = "/";
+        plan.user = *user;
+        plan.oom_score_adj = adj;
+        auto process = spawn(plan);
+        REQUIRE(process);
+        std::string out;
+        pollfd p{process->out.get(), POLLIN, 0};
+        char buf[64];
+        while (::poll(&p, 1, 10'000) == 1) {
+            const ssize_t n = ::read(process->out.get(), buf, sizeof buf);
+            if (n <= 0) {
+                break;
+            }
+            out.append(buf, static_cast<std::size_t>(n));
+        }
+        CHECK(out == (adj ? "987" : own) + "\n");
+    }
 }

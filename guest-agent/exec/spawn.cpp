@@ -14,7 +14,7 @@ namespace sbx::agent {
 namespace {
 
 // Where the child's set-up failed, reported over the status pipe.
-enum class Stage : int { Session, Terminal, Stdio, Groups, Gid, Uid, Cwd };
+enum class Stage : int { Session, Terminal, Stdio, OomScore, Groups, Gid, Uid, Cwd };
 
 struct SetupFailure {
     Stage stage;
@@ -29,6 +29,8 @@ const char* stage_name(Stage stage) {
             return "making the pty the controlling terminal";
         case Stage::Stdio:
             return "redirecting stdin/stdout/stderr";
+        case Stage::OomScore:
+            return "writing /proc/self/oom_score_adj";
         case Stage::Groups:
             return "setgroups";
         case Stage::Gid:
@@ -54,6 +56,7 @@ struct ChildSetup {
     const char* cwd = nullptr;
     const UserInfo* user = nullptr;
     bool switch_user = false;
+    std::string oom_score_adj;  // empty: inherited
     int stdio[3] = {-1, -1, -1};
     int terminal = -1;  // the pty slave, to become the controlling terminal
     int status_pipe = -1;
@@ -107,6 +110,13 @@ int run_child(void* arg) {
         if (::dup2(stdio[target], target) < 0) {
             fail_setup(status_pipe, Stage::Stdio);
         }
+    }
+    if (!s.oom_score_adj.empty()) {
+        const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || ::write(fd, s.oom_score_adj.data(), s.oom_score_adj.size()) < 0) {
+            fail_setup(status_pipe, Stage::OomScore);
+        }
+        ::close(fd);
     }
     if (s.switch_user) {
         // Raw system calls: glibc's wrappers would make every thread of
@@ -278,6 +288,9 @@ Result<SpawnedProcess> spawn(const SpawnPlan& plan) {
     setup.user = &plan.user;
     // Only root may switch; a non-root agent (tests) runs things as itself.
     setup.switch_user = ::geteuid() == 0 || plan.user.uid != ::geteuid();
+    if (plan.oom_score_adj) {
+        setup.oom_score_adj = std::to_string(*plan.oom_score_adj);
+    }
 
     // The child's ends, closed in the parent once it has started.
     UniqueFd child_in, child_out, child_err, child_terminal;

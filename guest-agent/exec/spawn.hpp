@@ -32,6 +32,11 @@ struct SpawnPlan {
     bool stdin_pipe = false;               // false: stdin is /dev/null
     std::optional<WindowSize> pty;         // run on a new pseudo-terminal of this size
     std::chrono::milliseconds timeout{0};  // 0: none
+    // Written to the child's /proc/self/oom_score_adj before the user
+    // switch (proc(5)): the agent in a guest shields itself from the OOM
+    // killer (-1000) and gives each program back what it started with, so
+    // a program that exhausts the guest's memory is what the kernel kills.
+    std::optional<int> oom_score_adj;
 };
 
 // A started process and the agent's ends of its standard streams.
