@@ -156,6 +156,7 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         {"boot", "initrd", toml::node_type::string},
         {"boot", "cmdline", toml::node_type::string},
         {"console", "output", toml::node_type::string},
+        {"console", "max_bytes", toml::node_type::integer},
         {"disk", "path", toml::node_type::string},
         {"disk", "read_only", toml::node_type::boolean},
         {"disk", "backing", toml::node_type::boolean},
@@ -235,7 +236,15 @@ Result<void> VmConfig::merge_toml(std::string_view toml_text, std::string_view s
         if (!c) {
             return c.error().context(source_name);
         }
+        const auto max_bytes = console.max_bytes;
         console = *c;
+        console.max_bytes = max_bytes;
+    }
+    if (auto v = t["console"]["max_bytes"].value<std::int64_t>()) {
+        if (*v < 0) {
+            return make_error("{}: [console] max_bytes must not be negative", source_name);
+        }
+        console.max_bytes = static_cast<std::uint64_t>(*v);
     }
     if (const toml::array* disk_tables = t["disk"].as_array()) {
         for (const auto& d : *disk_tables) {

@@ -16,6 +16,11 @@ struct ConsoleConfig {
     Kind kind = Kind::Stdout;
     std::string path;  // File: output file; Socket: a listening Unix socket to connect to
     bool append = false;  // File: keep what the file holds (a restarted VM's output follows)
+    // File: 0, no bound; else the file never holds more than this many
+    // bytes (at least kMinMaxBytes): past it the oldest half is dropped, so
+    // a guest that writes to its serial port forever fills no disk.
+    std::uint64_t max_bytes = 0;
+    static constexpr std::uint64_t kMinMaxBytes = 4096;
 
     // "stdout", "none", "file:PATH" (truncated), "append:PATH" or "socket:PATH".
     static Result<ConsoleConfig> parse(std::string_view spec);

@@ -151,3 +151,13 @@ TEST_CASE("device validation: vsock cid range and the number of slots") {
     c.disks.resize(19);
     CHECK(c.validate().error().message.find("virtio devices") != std::string::npos);
 }
+
+TEST_CASE("[console] max_bytes bounds the console file, whatever order the keys come in") {
+    VmConfig c;
+    REQUIRE(c.merge_toml("[console]\nmax_bytes = 65536\noutput = \"append:/tmp/c\"\n", "a.toml"));
+    CHECK(c.console.append);
+    CHECK(c.console.max_bytes == 65536);
+    REQUIRE(c.merge_toml("[console]\noutput = \"file:/tmp/d\"\n", "b.toml"));  // a later output keeps it
+    CHECK(c.console.max_bytes == 65536);
+    CHECK_FALSE(c.merge_toml("[console]\nmax_bytes = -1\n", "c.toml"));
+}

@@ -6,7 +6,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 namespace sbx {
 
@@ -70,11 +75,21 @@ Result<Console> Console::open(const ConsoleConfig& config) {
         }
         case ConsoleConfig::Kind::File: {
             const int keep = config.append ? 0 : O_TRUNC;
-            auto fd = UniqueFd::open(config.path, O_WRONLY | O_CREAT | O_APPEND | keep, 0644);
+            // Bounded, the file is read back to move its newest half.
+            const int mode = config.max_bytes > 0 ? O_RDWR : O_WRONLY | O_APPEND;
+            auto fd = UniqueFd::open(config.path, mode | O_CREAT | keep, 0644);
             if (!fd) {
                 return fd.error().context("console");
             }
             c.out_ = std::move(*fd);
+            if (config.max_bytes > 0) {
+                struct stat st {};
+                if (::fstat(c.out_.get(), &st) != 0) {
+                    return sys_error("console {}", config.path);
+                }
+                c.limit_ = std::max(config.max_bytes, ConsoleConfig::kMinMaxBytes);
+                c.size_ = static_cast<std::uint64_t>(st.st_size);
+            }
             break;
         }
         case ConsoleConfig::Kind::Socket: {
@@ -94,6 +109,9 @@ Result<Console> Console::open(const ConsoleConfig& config) {
 }
 
 std::size_t Console::write_some(std::string_view data) {
+    if (limit_ > 0) {
+        return write_bounded(data);
+    }
     std::size_t done = 0;
     while (out_ && !broken_ && done < data.size()) {
         ssize_t n = socket_ ? ::send(out_.get(), data.data() + done, data.size() - done,
@@ -110,6 +128,54 @@ std::size_t Console::write_some(std::string_view data) {
         }
     }
     return data.size();
+}
+
+std::size_t Console::write_bounded(std::string_view data) {
+    std::size_t done = 0;
+    while (out_ && !broken_ && done < data.size()) {
+        ssize_t n = ::pwrite(out_.get(), data.data() + done, data.size() - done, static_cast<off_t>(size_));
+        if (n > 0) {
+            done += static_cast<std::size_t>(n);
+            size_ += static_cast<std::uint64_t>(n);
+            if (size_ > limit_ && !drop_oldest_half()) {
+                broken_ = true;
+            }
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            broken_ = true;  // a full disk, say: discard from now on
+        }
+    }
+    return data.size();
+}
+
+// The newest limit_/2 bytes move to the front, after a line that says how
+// much went before them, and the file is cut there: a reader sees it shrink
+// (sbx logs --follow starts again), and the file stays under limit_.
+bool Console::drop_oldest_half() {
+    const std::uint64_t keep = limit_ / 2;
+    const std::uint64_t from = size_ - keep;
+    dropped_ += from - note_bytes_;  // the earlier note was not output
+    const std::string note =
+        fmt::format("[sbx-vmm: the console log is kept under {} bytes: {} older bytes were dropped]\n", limit_,
+                    dropped_);
+    if (::pwrite(out_.get(), note.data(), note.size(), 0) != static_cast<ssize_t>(note.size())) {
+        return false;
+    }
+    // Forwards: the destination (after the note) is always before the source.
+    std::array<char, 64 * 1024> chunk{};
+    for (std::uint64_t moved = 0; moved < keep;) {
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), keep - moved));
+        const ssize_t got = ::pread(out_.get(), chunk.data(), want, static_cast<off_t>(from + moved));
+        if (got <= 0 || ::pwrite(out_.get(), chunk.data(), static_cast<std::size_t>(got),
+                                 static_cast<off_t>(note.size() + moved)) != got) {
+            return false;
+        }
+        moved += static_cast<std::uint64_t>(got);
+    }
+    note_bytes_ = note.size();
+    size_ = note.size() + keep;
+    return ::ftruncate(out_.get(), static_cast<off_t>(size_)) == 0;
 }
 
 }  // namespace sbx

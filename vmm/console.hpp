@@ -26,7 +26,16 @@ public:
     std::size_t write_some(std::string_view data);
 
 private:
+    // File output under ConsoleConfig::max_bytes: written at size_ with
+    // pwrite, and compacted when it passes limit_.
+    std::size_t write_bounded(std::string_view data);
+    [[nodiscard]] bool drop_oldest_half();
+
     UniqueFd out_;
+    std::uint64_t limit_ = 0;    // 0: unbounded (O_APPEND writes)
+    std::uint64_t size_ = 0;     // the file's size, with limit_
+    std::uint64_t dropped_ = 0;     // output dropped so far, with limit_
+    std::uint64_t note_bytes_ = 0;  // the note at the file's front, with limit_
     bool broken_ = false;    // the reader went away; kept open so fd numbers stay ours
     bool socket_ = false;    // use send(MSG_NOSIGNAL): no SIGPIPE from a library
     bool pollable_ = false;  // a pipe, tty or socket; regular files never block

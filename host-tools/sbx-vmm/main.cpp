@@ -37,8 +37,8 @@ struct Flags {
     std::string config_path, kernel, initrd, cmdline, console, kvm_device, net, vsock;
     std::vector<std::string> disks;
     unsigned cpus = 0, max_cpus = 0;
-    std::uint64_t memory = 0, max_memory = 0;
-    bool cpus_set = false, memory_set = false, rng = false;
+    std::uint64_t memory = 0, max_memory = 0, console_max_bytes = 0;
+    bool cpus_set = false, memory_set = false, rng = false, console_max_set = false;
 };
 
 template <typename T, typename Parse>
@@ -69,9 +69,14 @@ sbx::Result<void> apply_flags(const Flags& f, sbx::VmConfig& config) {
     if (f.memory_set) config.memory_mib = f.memory;
     if (!f.kvm_device.empty()) config.kvm_device = f.kvm_device;
     if (!f.console.empty()) {
+        const auto max_bytes = config.console.max_bytes;  // [console] max_bytes stays
         if (auto r = parse_into("--console", f.console, sbx::ConsoleConfig::parse, config.console); !r) {
             return r;
         }
+        config.console.max_bytes = max_bytes;
+    }
+    if (f.console_max_set) {
+        config.console.max_bytes = f.console_max_bytes;
     }
     for (const auto& spec : f.disks) {
         sbx::DiskConfig disk;
@@ -232,7 +237,7 @@ int main(int argc, char** argv) {
 
     Flags f;
     app.add_option("--config", f.config_path, "TOML file ([machine] cpus, memory_mib; [boot] kernel, "
-                                              "initrd, cmdline; [console] output; [[disk]] path, read_only; [net] "
+                                              "initrd, cmdline; [console] output, max_bytes; [[disk]] path, read_only; [net] "
                                               "tap, mac; [vsock] cid, uds; [rng] enabled); flags override it, "
                                               "--disk adds to its disks")
         ->check(CLI::ExistingFile);
@@ -244,6 +249,9 @@ int main(int argc, char** argv) {
     app.add_option("--memory", f.memory, fmt::format("guest memory in MiB (default {})",
                                                      sbx::VmConfig::kDefaultMemoryMib));
     app.add_option("--console", f.console, "serial console: stdout (default), none, file:PATH, append:PATH, socket:PATH");
+    app.add_option("--console-max-bytes", f.console_max_bytes,
+                   "with file: or append:, keep the file under this many bytes (at least 4096) by dropping "
+                   "its oldest half when it passes them (default: no bound)");
     app.add_option("--kvm-device", f.kvm_device, "KVM device node (default /dev/kvm)");
     app.add_option("--disk", f.disks, "virtio-blk disk from a raw or qcow2 v3 image: PATH[,ro][,backing=on] "
                                       "(backing=on: a qcow2 image may open the backing file it names); "
@@ -298,6 +306,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
     f.cpus_set = app.count("--cpus") > 0;
     f.memory_set = app.count("--memory") > 0;
+    f.console_max_set = app.count("--console-max-bytes") > 0;
 
     std::optional<sbx::JailSpec> jail;
     if (!jail_dir.empty() || !jail_user.empty()) {
