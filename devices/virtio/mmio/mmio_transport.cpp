@@ -221,15 +221,15 @@ void MmioTransport::write_status(std::uint32_t value) {
     if ((added & kStatusDriverOk) != 0 && ((status_ | added) & kStatusFeaturesOk) == 0) {
         // §3.1.1: DRIVER_OK comes after FEATURES_OK. Taken before it, the
         // device would show DRIVER_OK without ever being activated.
-        log::warn("{}: DRIVER_OK without FEATURES_OK refused", device_->name());
+        warn_guest("DRIVER_OK without FEATURES_OK refused");
         added &= ~kStatusDriverOk;
     }
     if ((added & kStatusFeaturesOk) != 0) {
         const std::uint64_t unknown = driver_features_ & ~offered_features();
         if (unknown != 0 || (driver_features_ & kFeatureVersion1) == 0) {
             // §2.2.2: leave FEATURES_OK clear so the driver sees the refusal.
-            log::warn("{}: driver features {:#x} refused (offered {:#x}; VERSION_1 is required)", device_->name(),
-                      driver_features_, offered_features());
+            warn_guest(fmt::format("driver features {:#x} refused (offered {:#x}; VERSION_1 is required)",
+                                   driver_features_, offered_features()));
             status_ |= added & ~kStatusFeaturesOk & ~kStatusDriverOk;
             return;
         }
@@ -279,12 +279,25 @@ void MmioTransport::fail(const Error& error) {
     if ((status_ & kStatusNeedsReset) != 0) {
         return;
     }
-    log::warn("{}: {}; device needs reset", device_->name(), error.to_string());
+    warn_guest(error.to_string() + "; device needs reset");
     events_->remove_all();
     device_->reset();
     ++generation_;
     status_ |= kStatusNeedsReset;
     interrupt_->signal_config();  // §2.1.2: tell the driver
+}
+
+void MmioTransport::warn_guest(const std::string& what) {
+    std::uint64_t held_back = 0;
+    if (!log_budget_.take(held_back)) {
+        return;
+    }
+    if (held_back > 0) {
+        log::warn("{}: {} (and {} warnings like it from this device not logged)", device_->name(), what,
+                  held_back);
+    } else {
+        log::warn("{}: {}", device_->name(), what);
+    }
 }
 
 void MmioTransport::notify(std::size_t index) {

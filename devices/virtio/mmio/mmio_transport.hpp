@@ -11,10 +11,12 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/byte_codec.hpp"
 #include "base/event_loop.hpp"
+#include "base/log_budget.hpp"
 #include "devices/bus.hpp"
 #include "devices/interrupt.hpp"
 #include "devices/virtio/virtio_device.hpp"
@@ -149,6 +151,9 @@ private:
     [[nodiscard]] Queue* selected_queue();
     [[nodiscard]] std::uint64_t offered_features() const;
     [[nodiscard]] bool running() const { return activated_ && (status_ & kStatusNeedsReset) == 0; }
+    // What the guest did wrong, within log_budget_: a driver that repeats
+    // a mistake forever fills no disk with the VMM's log.
+    void warn_guest(const std::string& what);
 
     std::unique_ptr<VirtioDevice> device_;
     const GuestMemory& memory_;
@@ -158,6 +163,7 @@ private:
     std::unique_ptr<Events> events_;
 
     mutable std::mutex mutex_;
+    LogBudget log_budget_;  // under mutex_
     std::vector<Queue> queues_;
     std::uint32_t status_ = 0;
     std::uint32_t device_features_sel_ = 0;
