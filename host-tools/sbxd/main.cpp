@@ -70,6 +70,7 @@ struct Options {
     std::string cgroup_root = "auto";  // docs/sbxd.md, "Cgroups"
     std::string jail = "on";           // docs/security.md, "sbx-vmm's jail"
     std::uint32_t jail_uid_base = 0x70000000;
+    std::uint64_t console_log_max_bytes = DriverConfig::kDefaultConsoleLogMaxBytes;
     std::string net_pool = std::string(net::kDefaultPool);
     std::string uplink;
     std::vector<std::string> dns_upstreams;
@@ -309,6 +310,7 @@ int serve(Store& store, const Options& options) {
     if (options.jail == "on") {
         config.jail_uid_base = options.jail_uid_base;
     }
+    config.console_log_max_bytes = options.console_log_max_bytes;
     auto cgroups = prepare_cgroup_root(options.cgroup_root, config.state_dir);
     if (!cgroups) {
         log::error("{} (--cgroup-root off runs VMMs without cgroups)", cgroups.error().to_string());
@@ -476,6 +478,18 @@ int main(int argc, char** argv) {
                    "the first jailed VMM uid and gid (a range no host account uses; the default is above "
                    "systemd's container ranges)")
         ->check(CLI::Range(1U, 0x7FF00000U))
+        ->capture_default_str();
+    app.add_option("--console-log-max-bytes", options.console_log_max_bytes,
+                   "keep each sandbox's console log under this many bytes, dropping its oldest half when it "
+                   "passes them (at least 4096; 0: no bound)")
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 18 &&
+                               (v == "0" || std::stoull(v) >= 4096)
+                           ? std::string()
+                           : std::string("at least 4096, or 0");
+            },
+            "0|>=4096"))
         ->capture_default_str();
     app.add_option("--network", options.network,
                    "give sandboxes a network: a tap, a /30 from --net-pool, NAT out of --uplink, DNS on the "

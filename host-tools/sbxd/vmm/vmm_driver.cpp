@@ -248,6 +248,7 @@ std::string VmmDriver::cgroup_path(const SandboxFiles& files) const {
 }
 
 void VmmDriver::confine(LaunchSpec& spec, const SandboxFiles& files, int cpus, int memory_mib) const {
+    spec.console_max_bytes = config_.console_log_max_bytes;
     if (config_.jail_uid_base) {
         spec.jail_uid = *config_.jail_uid_base + spec.cid;
     }

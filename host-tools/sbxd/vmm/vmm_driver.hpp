@@ -65,6 +65,11 @@ struct DriverConfig {
     // Each VMM runs jailed (sbx-vmm --jail, docs/security.md) as uid and
     // gid base + its vsock CID, unique among the running VMMs; none: not jailed.
     std::optional<std::uint32_t> jail_uid_base{};
+    // Each sandbox's console log stays under this many bytes (its oldest
+    // half dropped past them): a guest writing to its serial port forever
+    // fills no disk. 0: no bound.
+    std::uint64_t console_log_max_bytes = kDefaultConsoleLogMaxBytes;
+    static constexpr std::uint64_t kDefaultConsoleLogMaxBytes = 16 << 20;
 };
 
 // Why a start from saved memory boots cold instead, or empty to restore

@@ -125,6 +125,12 @@ TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
     args = vmm_arguments(restore, f);
     CHECK(has("--jail", "/s/sandboxes/sbx_1/vmm"));
     CHECK(has("--jail-user", "1879048197:1879048197"));
+    // The console log's bound, when there is one.
+    CHECK(std::find(args.begin(), args.end(), "--console-max-bytes") == args.end());
+    restore.console_max_bytes = 1 << 20;
+    args = vmm_arguments(restore, f);
+    CHECK(has("--console", "append:/s/sandboxes/sbx_1/console.log"));
+    CHECK(has("--console-max-bytes", "1048576"));
 }
 
 namespace {

@@ -58,6 +58,9 @@ std::vector<std::string> vmm_arguments(const LaunchSpec& spec, const SandboxFile
         "--console", "append:" + files.console_log(),
     };
     args.insert(args.end(), host_side.begin(), host_side.end());
+    if (spec.console_max_bytes > 0) {
+        args.insert(args.end(), {"--console-max-bytes", std::to_string(spec.console_max_bytes)});
+    }
     if (spec.net) {
         args.push_back("--net");
         args.push_back(fmt::format("tap={},mac={}", spec.net->tap, spec.net->mac));

@@ -56,6 +56,9 @@ struct LaunchSpec {
     CgroupLimits cgroup_limits{};
     // Jailed in the folder's vmm/ as this uid and gid (sbx-vmm --jail); none: not jailed.
     std::optional<std::uint32_t> jail_uid{};
+    // The console log stays under this many bytes (sbx-vmm
+    // --console-max-bytes: its oldest half dropped); 0: no bound.
+    std::uint64_t console_max_bytes = 0;
 };
 
 // The sbx-vmm arguments for `spec` in the sandbox's folder.
