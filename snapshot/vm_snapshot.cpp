@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "base/log.hpp"
+#include "snapshot/hole_overlay.hpp"
 #include "snapshot/machine_codec.hpp"
 #include "vmm/boot/layout.hpp"
 
@@ -71,6 +73,10 @@ VmBuilder::RestoredMemory private_memory(const SnapshotReader& reader, const std
                 return guard.error();
             }
             guards.push_back(std::move(*guard));
+            // Without it the restore is only dearer (hole_overlay.hpp): a warning, no failure.
+            if (auto overlaid = overlay_holes(mapped->data(), mapped->size(), reader.fd(), *offset); !overlaid) {
+                log::warn("snapshot {}: its holes stay mapped from the file: {}", path, overlaid.error().to_string());
+            }
             // A save of this VM reads the pages it never wrote from the file (snapshot/format/writer.hpp).
             return GuestMemory::private_file(std::move(mapped), reader.fd(), *offset);
         },
