@@ -1,8 +1,13 @@
 #include "guest-agent/agent/agent.hpp"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "base/atomic_file.hpp"
 #include "base/log.hpp"
 #include "guest-agent/exec/process_table.hpp"
 #include "guest-agent/freeze/freeze_state.hpp"
@@ -30,6 +35,24 @@ std::string token_from_cmdline(std::string_view cmdline) {
         }
     }
     return {};
+}
+
+Result<void> keep_token(const std::string& path, const std::string& token) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    if (!dir.empty() && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+        return sys_error("mkdir {}", dir);
+    }
+    return write_file_atomically(path, token + "\n", 0600);
+}
+
+std::optional<std::string> kept_token(const std::string& path) {
+    std::ifstream in(path);
+    std::string token;
+    if (!(in >> token) || token.empty() || token.size() > 256 ||
+        token.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+        return std::nullopt;
+    }
+    return token;
 }
 
 Agent::Agent(AgentOptions options)

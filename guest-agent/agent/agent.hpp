@@ -44,7 +44,19 @@ struct AgentOptions {
     // agent's own. main.cpp sets the agent in a guest to -1000 and this to
     // the value it started with.
     std::optional<int> child_oom_score_adj;
+    // Where the identity op keeps a token it was given, for the agent's next
+    // start (keep_token, kept_token); empty: nowhere. main.cpp gives the
+    // agent in a guest kTokenFile, on the guest's tmpfs.
+    std::string token_file;
 };
+
+inline constexpr const char* kTokenFile = "/run/sandboxer/token";
+
+// Writes `token` to `path` (mode 0600, its directory 0700 made if missing)
+// so that no reader sees half of it.
+[[nodiscard]] Result<void> keep_token(const std::string& path, const std::string& token);
+// The token kept at `path`, if there is one of hex digits.
+[[nodiscard]] std::optional<std::string> kept_token(const std::string& path);
 
 class Session {
 public:

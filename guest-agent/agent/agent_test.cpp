@@ -3,9 +3,12 @@
 // serving other clients throughout; the door's hello deadline and bounds.
 #include <doctest/doctest.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <optional>
 
 #include "guest-agent/agent/agent_test_util.hpp"
 
@@ -246,4 +249,21 @@ TEST_CASE("the hello deadline is read from the kernel command line") {
     CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=0").has_value());
     CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=5s").has_value());
     CHECK_FALSE(hello_timeout_from_cmdline("sbx.hello_timeout=99999999999").has_value());
+}
+
+TEST_CASE("a token kept for the next start: written whole and private, read back only when sane") {
+    TempDir dir;
+    const std::string file = (dir.path / "run" / "token").string();
+    CHECK_FALSE(kept_token(file));
+    REQUIRE(keep_token(file, "00ff00ff00ff00ff"));
+    CHECK(kept_token(file) == std::optional<std::string>("00ff00ff00ff00ff"));
+    struct stat st {};
+    REQUIRE(::stat(file.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    REQUIRE(::stat((dir.path / "run").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+    REQUIRE(keep_token(file, "abcd"));  // replaced
+    CHECK(kept_token(file) == std::optional<std::string>("abcd"));
+    std::ofstream(file) << "not hex\n";
+    CHECK_FALSE(kept_token(file));
 }

@@ -133,6 +133,16 @@ int main(int argc, char** argv) {
     const std::string cmdline = read_text("/proc/cmdline");
     sbx::agent::AgentOptions options;
     options.token = have_token ? token : sbx::agent::token_from_cmdline(cmdline);
+    if (listen_unix.empty()) {
+        // A restarted agent in a guest restored from a template or forked
+        // from a parent: its own token, given by the identity op, comes
+        // before the command line's (AgentOptions::token_file).
+        options.token_file = sbx::agent::kTokenFile;
+        if (auto kept = sbx::agent::kept_token(options.token_file); kept && !have_token) {
+            sbx::log::info("the token the identity op gave, kept in {}", options.token_file);
+            options.token = *kept;
+        }
+    }
     if (!hello_timeout.empty()) {
         auto timeout = sbx::agent::hello_timeout_from_cmdline("sbx.hello_timeout=" + hello_timeout);
         if (!timeout) {

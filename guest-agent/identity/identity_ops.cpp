@@ -163,6 +163,14 @@ Result<void> identity(Session& session, const Json& request) {
     }
     const bool token_replaced = fields->token.has_value();
     if (token_replaced) {
+        // Kept where a restarted agent looks first (AgentOptions::token_file):
+        // the kernel command line has the token of the template or parent
+        // this guest was restored from, which sbxd no longer accepts.
+        if (const std::string& file = session.agent().options().token_file; !file.empty()) {
+            if (auto kept = keep_token(file, *fields->token); !kept) {
+                log::warn("identity: a restarted agent will not know the new token: {}", kept.error().to_string());
+            }
+        }
         session.agent().door().replace_token(std::move(*fields->token));
     }
 
