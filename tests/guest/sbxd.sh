@@ -19,6 +19,12 @@ for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$buil
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs
+# The abuse part's hostile guest (tests/guest/tools/sbx-hostile.c), copied
+# where level 1 finds it: the test's folder.
+case " ${SBXD_PARTS:-abuse} " in *" abuse "*)
+  need_cmd gcc "tools/build compiles the static guest tools"
+  cp "$("$src/tests/guest/tools/build")/sbx-hostile" "$work/" ;;
+esac
 # The browser part's playwright-core, from the npm registry, which only
 # level 0 reaches: installed here, before level 1, and again only when
 # package-lock.json changed. Without it the part fails and says so.

@@ -9,10 +9,10 @@
 # sandbox stops with memory and resumes with its counter, then goes.
 # shellcheck shell=bash
 
-# Cold-booted: a sandbox restored from the warm template maps that
-# template's memory file, and on a full tmpfs a read of one of its holes
-# finds no page to allocate (SIGBUS: docs/security.md, "Not done yet").
-api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"cold":true,"labels":{"test":"full_disk"}}'
+# From the warm template: its VMM maps the template's memory file, whose
+# holes, on this full tmpfs, would have no page to give (SIGBUS) but for
+# the anonymous memory over them (snapshot/hole_overlay.hpp).
+api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"labels":{"test":"full_disk"}}'
 check "create answers 201" 201 "$code"
 fd_id=$(py "b['sandbox']['id']" 2>/dev/null)
 if [ -n "$fd_id" ]; then
