@@ -9,6 +9,8 @@ Per run, in this order (nothing else of ours runs during the QEMU boot):
   new (warm template) -> exec `true` -> stop (memory) -> resume
   -> fork (memory) -> rm child -> fork --disk-only -> rm child -> rm
   -> new --cold -> rm -> QEMU boot to the agent's announcement
+Then, once, RUNS neighbour samples per row of bench/sbx_neighbour.py: one
+sandbox's exec while another is quiet or misbehaves.
 
 Writes LOGDIR/sbx-table.md (the markdown table, with its header) and the
 JSON file; progress lines start with "BENCH-SBX:". Exit status 1 when an
@@ -27,6 +29,8 @@ import tempfile
 import time
 import traceback
 import types
+
+import sbx_neighbour
 
 sys.dont_write_bytecode = True  # no __pycache__ in the (shared) source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "guest"))
@@ -171,6 +175,7 @@ class Bench:
         self.detail = []  # every measured step, for the JSON
         self.qemu = []
         self.qemu_failures = 0
+        self.neighbour = {}
 
     def machine(self):
         return ["--cpus", str(self.args.cpus), "--memory", str(self.args.memory),
@@ -320,6 +325,8 @@ class Bench:
             q = self.qemu_boot(run, pristine)
             if q is not None:
                 self.qemu.append(q)
+        say("neighbours: two sandboxes, one misbehaving")
+        self.neighbour = sbx_neighbour.measure(self, a.runs, say, OpFailed)
 
 
 def main():
@@ -359,11 +366,15 @@ def main():
 
     stats = {key: summarize(bench.samples[key]) for key, _ in OPERATIONS}
     qemu = summarize(bench.qemu)
+    neighbour = {key: summarize(v) for key, v in bench.neighbour.items()}
     text = "\n\n".join([HEADER,
                         f"{args.runs} runs, {args.cpus} vCPU, {args.memory} MiB, "
                         f"{time.monotonic() - started:.0f} s in all",
                         format_table(stats, qemu, bench.failures, args.runs),
-                        format_notes(stats, qemu, args.runs, bench.qemu_failures)])
+                        format_notes(stats, qemu, args.runs, bench.qemu_failures),
+                        "A sandbox's exec while another sandbox on the host misbehaves "
+                        "(bench/sbx_neighbour.py):",
+                        sbx_neighbour.format_table(neighbour, args.runs, fmt)])
     with open(os.path.join(args.logdir, "sbx-table.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     with open(args.json, "w", encoding="utf-8") as f:
@@ -372,6 +383,7 @@ def main():
                    "sbx": stats, "failures": bench.failures,
                    "qemu_microvm_boot_to_agent": qemu, "qemu_failures": bench.qemu_failures,
                    "hosted_seed": {"source": SEED_SOURCE, **SEED},
+                   "neighbour_exec": neighbour,
                    "steps": bench.detail, "qemu_samples": bench.qemu}, f, indent=2)
         f.write("\n")
     print(text, flush=True)
