@@ -5,25 +5,29 @@
 # reported, not asserted). sbxd runs with --console-log-max-bytes 65536.
 #  1. A floods its serial console: its console.log stays under 64 KiB, the
 #     note on its first line says what was dropped, the newest output stays.
-#  2. A memory hog in A: the guest's OOM killer ends it (exit 137) and not
-#     the agent (oom_score_adj -1000; programs get 0); the VMM was not
-#     killed in its cgroup (memory.events oom_kill 0) and A answers.
-#  3. A fork bomb in A under sbx exec --timeout: 124, no process of it
+#  2. A's agent restarted: the new one answers with A's own token (not the
+#     template's, on the kernel command line).
+#  3. A memory hog in A: the guest's OOM killer ends it (exit 137) and not
+#     the agent (oom_score_adj -1000, programs get 0; OOMPolicy=continue:
+#     the same agent process after it); the VMM was not killed in its
+#     cgroup (memory.events oom_kill 0); the template's memory file gained
+#     no page (tmpfs holes overlaid, snapshot/hole_overlay.hpp).
+#  4. A fork bomb in A under sbx exec --timeout: 124, no process of it
 #     left, A answers.
-#  4. sbx-hostile (tests/guest/tools) attacks A's rng and net: a register
+#  5. sbx-hostile (tests/guest/tools) attacks A's rng and net: a register
 #     storm, nine hostile descriptor chains (each leaves the device in
 #     DEVICE_NEEDS_RESET), and thousands of the same refused status write,
 #     of which the VMM's log keeps a few lines; A's VMM and agent go on.
-#  5. Then blk and vsock (A's disk and agent, so detached and last): A's
+#  6. Then blk and vsock (A's disk and agent, so detached and last): A's
 #     VMM still runs, sbxd still reports it, and its delete is clean.
 # B's counter moves through all of it.
 # shellcheck shell=bash
 
 ab_body='{"cpus":1,"memoryMib":1024,"noAutoStop":true,"labels":{"test":"abuse"}}'
+# ab_create VAR: a sandbox from the warm template, its id in VAR (empty on failure).
 ab_create() {
   api POST /v1/sandboxes "$ab_body"
-  [ "$code" = 201 ] || { bad "abuse: create: $code $(printf %s "$body" | head -c 300)"; return 1; }
-  py "b['sandbox']['id']"
+  check "abuse: create $1" 201 "$code" && printf -v "$1" %s "$(py "b['sandbox']['id']" 2>/dev/null)"
 }
 # ab_neighbour WHAT: B's exec, timed; B's counter must have moved.
 ab_count=0
@@ -52,7 +56,9 @@ ab_vmm_pid() { vmm_field "$ab_a" pid; }
 
 kill "$sbxd_pid"; wait "$sbxd_pid"
 start_sbxd --console-log-max-bytes 65536
-ab_a=$(ab_create) ab_b=$(ab_create)
+ab_a= ab_b=
+ab_create ab_a
+ab_create ab_b
 if [ -n "$ab_a" ] && [ -n "$ab_b" ]; then
   agent "$ab_b" exec --detach --shell 'i=0; while :; do i=$((i+1)); echo $i >/tmp/counter; sleep 0.05; done' >/dev/null 2>&1
   wait_counter ab_count 120 0 counter_of "$ab_b" || bad "abuse: the neighbour's counter did not start"
@@ -75,7 +81,7 @@ if [ -n "$ab_a" ] && [ -n "$ab_b" ]; then
   check "abuse: ... the oldest output is what went" 0 "$(grep -c flood-begin "$ab_log")"
   check "abuse: sbx logs serves it" 1 "$(sbxc logs "$ab_a" 2>/dev/null | grep -c "$ab_end")"
 
-  # An agent that restarts (systemd's Restart=always) in a sandbox restored
+  # 2. An agent that restarts (systemd's Restart=always) in a sandbox restored
   # from the template keeps the token sbxd gave it, not the command line's.
   ab_agent_pid() { sbxc exec "$ab_a" --timeout 60s -- pgrep -o -x sbx-agent 2>/dev/null; }
   ab_agent=$(ab_agent_pid)
@@ -85,7 +91,7 @@ if [ -n "$ab_a" ] && [ -n "$ab_b" ]; then
     ok "abuse: a restarted agent keeps the sandbox's token (agent $ab_agent)" ||
     bad "abuse: a restarted agent in A does not answer with A's token"
 
-  # 2. A memory hog. A is restored from the warm template: what it touches
+  # 3. A memory hog. A is restored from the warm template: what it touches
   # of the template's memory file's holes (level 1's /tmp is a tmpfs) must
   # not become the file's pages (snapshot/hole_overlay.hpp).
   ab_template_kib() { du -sk "$state"/templates/default-* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
@@ -116,7 +122,7 @@ while True:
   echo "SBXD-MEM: abuse: A's VMM cgroup after the hog: $(($(cat "$ab_cg/memory.current") >> 20)) MiB," \
     "peak $(($(cat "$ab_cg/memory.peak" 2>/dev/null || echo 0) >> 20)) MiB of $(($(cat "$ab_cg/memory.max") >> 20))"
 
-  # 3. A fork bomb.
+  # 4. A fork bomb.
   sbxc exec "$ab_a" --timeout 20s -- bash -c 'b() { b | b & }; b; sleep 1000' >/dev/null 2>&1 &
   ab_job=$!
   ab_during $ab_job "a fork bomb"
@@ -127,7 +133,7 @@ while True:
   wait_until 300 "no process of the fork bomb left in A" ab_left || bad "abuse: the fork bomb left processes"
   check "abuse: A's VMM is still the same process" "$ab_pid" "$(ab_vmm_pid)"
 
-  # 4. Hostile devices: rng and net.
+  # 5. Hostile devices: rng and net.
   sbxc scp "$logdir/sbx-hostile" "$ab_a:/root/sbx-hostile" >/dev/null 2>&1
   sbxc exec "$ab_a" -- chmod 755 /root/sbx-hostile
   ab_vmm_log=$state/sandboxes/$ab_a/vmm.log
@@ -154,7 +160,7 @@ while True:
     "$([ "$ab_lines" -ge 1 ] && [ "$ab_lines" -le 20 ] && echo yes)"
   echo "SBXD-HOSTILE: $ab_lines lines logged; the VMM's log is $(stat -c %s "$ab_vmm_log") bytes"
 
-  # 5. blk and vsock: A's disk and A's agent go, so the attack is detached
+  # 6. blk and vsock: A's disk and A's agent go, so the attack is detached
   # and the VMM's log says when it reached its end (vsock's flood).
   sbxc exec "$ab_a" --detach -- /root/sbx-hostile --rounds 3000 --done-to /dev/ttyS0 blk vsock >/dev/null 2>&1
   ab_hostile_done() { grep -q '^SBX-HOSTILE: done' "$ab_log"; }
