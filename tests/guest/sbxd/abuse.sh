@@ -34,7 +34,8 @@ ab_count=0
 ab_neighbour() {
   local t c
   t=$(now)
-  c=$(sbxc exec "$ab_b" --timeout 10m -- cat /tmp/counter 2>&1)
+  # (the counter's writer truncates before it writes: read until not empty)
+  c=$(sbxc exec "$ab_b" --timeout 10m -- sh -c 'c=; while [ -z "$c" ]; do c=$(cat /tmp/counter); done; echo "$c"' 2>&1)
   echo "SBXD-TIME: abuse: the neighbour's exec $1 $(elapsed "$t") s"
   if [[ $c =~ ^[0-9]+$ ]] && [ "$c" -gt "$ab_count" ]; then
     ok "abuse: the neighbour's counter moved $1 ($ab_count -> $c)"
