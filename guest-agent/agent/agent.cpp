@@ -11,6 +11,7 @@
 #include "base/log.hpp"
 #include "guest-agent/exec/process_table.hpp"
 #include "guest-agent/freeze/freeze_state.hpp"
+#include "guest-agent/identity/identity_fields.hpp"
 #include "guest-agent/identity/identity_state.hpp"
 
 namespace sbx::agent {
@@ -47,12 +48,12 @@ Result<void> keep_token(const std::string& path, const std::string& token) {
 
 std::optional<std::string> kept_token(const std::string& path) {
     std::ifstream in(path);
-    std::string token;
-    if (!(in >> token) || token.empty() || token.size() > 256 ||
-        token.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    std::string text;
+    if (!(in >> text)) {
         return std::nullopt;
     }
-    return token;
+    auto token = check_token(text);  // what the identity op accepts, no more
+    return token ? std::optional<std::string>(std::move(*token)) : std::nullopt;
 }
 
 Agent::Agent(AgentOptions options)

@@ -55,7 +55,7 @@ inline constexpr const char* kTokenFile = "/run/sandboxer/token";
 // Writes `token` to `path` (mode 0600, its directory 0700 made if missing)
 // so that no reader sees half of it.
 [[nodiscard]] Result<void> keep_token(const std::string& path, const std::string& token);
-// The token kept at `path`, if there is one of hex digits.
+// The token kept at `path`, if it is one the identity op would accept.
 [[nodiscard]] std::optional<std::string> kept_token(const std::string& path);
 
 class Session {

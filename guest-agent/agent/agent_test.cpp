@@ -255,15 +255,18 @@ TEST_CASE("a token kept for the next start: written whole and private, read back
     TempDir dir;
     const std::string file = (dir.path / "run" / "token").string();
     CHECK_FALSE(kept_token(file));
-    REQUIRE(keep_token(file, "00ff00ff00ff00ff"));
-    CHECK(kept_token(file) == std::optional<std::string>("00ff00ff00ff00ff"));
+    const std::string first(32, 'a'), second(64, '0');
+    REQUIRE(keep_token(file, first));
+    CHECK(kept_token(file) == first);
     struct stat st {};
     REQUIRE(::stat(file.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0600);
     REQUIRE(::stat((dir.path / "run").c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0700);
-    REQUIRE(keep_token(file, "abcd"));  // replaced
-    CHECK(kept_token(file) == std::optional<std::string>("abcd"));
+    REQUIRE(keep_token(file, second));  // replaced
+    CHECK(kept_token(file) == second);
+    REQUIRE(keep_token(file, "abcd"));  // too short for the identity op: not taken
+    CHECK_FALSE(kept_token(file));
     std::ofstream(file) << "not hex\n";
     CHECK_FALSE(kept_token(file));
 }
