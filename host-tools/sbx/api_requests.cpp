@@ -1,9 +1,10 @@
 #include "host-tools/sbx/api_requests.hpp"
 
-#include <boost/beast/core/detail/base64.hpp>
 #include <boost/url/url.hpp>
 
 #include <charconv>
+
+#include "base/base64.hpp"
 
 namespace sbx::cli {
 
@@ -339,25 +340,15 @@ std::string tree_destination(std::string_view from, std::string_view to, bool to
 }
 
 std::string base64_encode(std::string_view bytes) {
-    namespace b64 = boost::beast::detail::base64;
-    std::string out(b64::encoded_size(bytes.size()), '\0');
-    out.resize(b64::encode(out.data(), bytes.data(), bytes.size()));
-    return out;
+    return sbx::base64_encode(bytes);
 }
 
 Result<std::string> base64_decode(std::string_view text) {
-    namespace b64 = boost::beast::detail::base64;
-    if (text.size() % 4 != 0) {
-        return make_coded_error("bad_response", "base64 of {} characters, not a multiple of 4", text.size());
+    auto bytes = sbx::base64_decode(text);
+    if (!bytes) {
+        return bytes.error().with_code("bad_response");
     }
-    std::string out(b64::decoded_size(text.size()), '\0');
-    auto [written, read] = b64::decode(out.data(), text.data(), text.size());
-    std::string_view rest = text.substr(read);
-    if (rest.size() > 2 || rest.find_first_not_of('=') != std::string_view::npos) {
-        return make_coded_error("bad_response", "not base64 at character {}", read);
-    }
-    out.resize(written);
-    return out;
+    return bytes;
 }
 
 }  // namespace sbx::cli
