@@ -174,6 +174,12 @@ Response GuestRoutes::process_output(const Request& request, const PathParams& p
         }
         offset = *parsed;
     }
+    // ?follow=false: what is there now, then `running` or `exit`.
+    const std::string_view follow_text = request.query_value("follow");
+    if (!follow_text.empty() && follow_text != "true" && follow_text != "false") {
+        return Response::error(api::invalid_argument("follow must be true or false"), request.request_id);
+    }
+    const bool follow = follow_text != "false";
     auto client = connect(id);
     if (!client) {
         return Response::error(client.error(), request.request_id);
@@ -199,7 +205,7 @@ Response GuestRoutes::process_output(const Request& request, const PathParams& p
     Response response;
     response.headers.emplace_back("Content-Type", "text/event-stream");
     response.headers.emplace_back("Cache-Control", "no-cache");
-    response.stream = [this, client = *client, id, proc, offset](http::BodyWriter& out) {
+    response.stream = [this, client = *client, id, proc, offset, follow](http::BodyWriter& out) {
         auto hook = out.on_cancel([fd = client->stream().fd()] { ::shutdown(fd, SHUT_RDWR); });
         // Server-sent events (HTML Living Standard §9.2): the id of each is
         // the offset just after its bytes, so a reconnect with
@@ -209,8 +215,13 @@ Response GuestRoutes::process_output(const Request& request, const PathParams& p
             [[maybe_unused]] auto r = out.write(
                 fmt::format("id: {}\nevent: output\ndata: {}\n\n", at + data.size(), base64_encode(bytes)));
         };
-        auto attached = agent::attach(*client, proc, offset, true, sink);
+        auto attached = agent::attach(*client, proc, offset, follow, sink);
         if (out.cancelled()) {
+            return;
+        }
+        if (attached && attached->running) {  // only without follow
+            [[maybe_unused]] auto r = out.write(fmt::format("event: running\ndata: {}\n\n",
+                                                            json{{"outputBytes", attached->end_offset}}.dump()));
             return;
         }
         if (!attached) {

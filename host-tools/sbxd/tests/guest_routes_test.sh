@@ -74,6 +74,16 @@ want = "".join(f"line{i}\n" for i in range(1, 401)).encode() + b"last\n"
 assert data == want, (len(data), len(want))
 assert second[-1]["event"] == "exit" and second[-1]["data"] == '{"exitCode":0,"signal":null}', second[-1]
 PY
+# follow=false from an offset inside the output of the ended process: the rest, then exit.
+api --max-time 5 "$base/processes/$proc/output?offset=3090&follow=false" >"$tmp/sse_rest"
+python3 - "$tmp/sse_rest" <<'PY' || fail "follow=false after the exit: $(cat "$tmp/sse_rest")"
+import base64, sys
+blocks = [dict(l.split(": ", 1) for l in b.split("\n") if ": " in l) for b in open(sys.argv[1]).read().split("\n\n")]
+blocks = [b for b in blocks if b]
+data = b"".join(base64.b64decode(b["data"]) for b in blocks if b.get("event") == "output")
+assert data == b"0\nlast\n", data
+assert blocks[-1]["event"] == "exit" and blocks[-1]["data"] == '{"exitCode":0,"signal":null}', blocks[-1]
+PY
 [ "$(status st "$base/processes/$proc")" = 200 ] || fail "status: $(cat "$tmp/st")"
 py st 'not b["process"]["running"] and b["process"]["exitCode"] == 0 and b["process"]["outputBytes"] == 3097'
 py st '__import__("base64").b64decode(b["process"]["tail"]).endswith(b"line400\nlast\n") and len(__import__("base64").b64decode(b["process"]["tail"])) == 3097'
@@ -83,6 +93,11 @@ py pl 'any(p["id"] == "'"$proc"'" and p["exitCode"] == 0 for p in b["processes"]
 # 4. A signal to a detached process.
 status det2 -X POST "$base/exec" -d "{\"command\":[\"sleep\",\"600\"],\"user\":\"$uid\",\"detach\":true}" >/dev/null
 proc2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["id"])' "$tmp/det2")
+# follow=false: what is there now (nothing from a silent sleep), then `running` at once.
+api --max-time 5 "$base/processes/$proc2/output?follow=false" >"$tmp/sse_now" || fail "follow=false did not end"
+grep -q '^event: running' "$tmp/sse_now" && ! grep -q '^event: output' "$tmp/sse_now" ||
+  fail "follow=false while running: $(cat "$tmp/sse_now")"
+[ "$(status follow_bad "$base/processes/$proc2/output?follow=maybe")" = 400 ] || fail "follow=maybe"
 [ "$(status sig -X POST "$base/processes/$proc2/signal" -d '{"signal":"TERM"}')" = 200 ] || fail "signal: $(cat "$tmp/sig")"
 api -N --max-time 20 "$base/processes/$proc2/output" >"$tmp/sse3" || true
 grep -q '^data: {"exitCode":null,"signal":15}' "$tmp/sse3" || fail "signal exit: $(cat "$tmp/sse3")"
