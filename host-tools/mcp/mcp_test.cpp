@@ -1,0 +1,330 @@
+// The MCP protocol and tools against a scripted API (what sbxd would
+// answer): the JSON-RPC rules of both revisions, the tools' requests and
+// results. The real thing end to end: host-tools/sbx/tests/mcp_test.sh
+// (the official MCP SDK's client over `sbx mcp`).
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <regex>
+
+#include "base/base64.hpp"
+#include "host-tools/mcp/protocol.hpp"
+#include "host-tools/mcp/schema_check.hpp"
+
+using namespace sbx;
+using namespace sbx::mcp;
+
+namespace {
+
+struct FakeApi final : ApiCaller {
+    struct Answer {
+        int status = 200;
+        std::string body;
+        std::string type = "application/json";
+    };
+    std::vector<ApiCall> calls;
+    std::deque<Answer> answers;
+    std::size_t taken = 0;  // bytes the last sink accepted
+
+    Result<ApiHead> call(const ApiCall& c, const BodySink& sink) override {
+        calls.push_back(c);
+        REQUIRE(!answers.empty());
+        Answer a = answers.front();
+        answers.pop_front();
+        taken = 0;
+        for (std::size_t i = 0; i < a.body.size(); i += 7) {  // in odd pieces, as a socket would
+            const auto piece = std::string_view(a.body).substr(i, 7);
+            if (!sink(piece)) {
+                break;
+            }
+            taken += piece.size();
+        }
+        return ApiHead{a.status, a.type};
+    }
+    void answer(int status, std::string body, std::string type = "application/json") {
+        answers.push_back({status, std::move(body), std::move(type)});
+    }
+};
+
+struct Bed {
+    Protocol protocol{sandbox_tools(), ServerInfo{"sandboxer", "Sandboxer", "9.9", "Use the tools."}, ToolDefaults{}};
+    Session session;
+    FakeApi api;
+
+    Json request(const std::string& method, Json params = Json::object(), Json id = 1) {
+        auto reply = protocol.handle(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}},
+                                     session, api);
+        REQUIRE(reply.has_value());
+        return *reply;
+    }
+    Json call(const std::string& tool, Json arguments) {
+        Json reply = request("tools/call", {{"name", tool}, {"arguments", arguments}});
+        REQUIRE(reply.contains("result"));
+        return reply["result"];
+    }
+    // A tool error's {"code","message"}.
+    static Json error_of(const Json& result) {
+        REQUIRE(result.value("isError", false));
+        return Json::parse(result["content"][0]["text"].get<std::string>())["error"];
+    }
+};
+
+Json modern_meta(std::string version = "2026-07-28") {
+    return {{"_meta",
+             {{"io.modelcontextprotocol/protocolVersion", version},
+              {"io.modelcontextprotocol/clientCapabilities", Json::object()}}}};
+}
+
+}  // namespace
+
+TEST_CASE("initialize agrees on a version and names the server") {
+    Bed bed;
+    Json r = bed.request("initialize", {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()},
+                                        {"clientInfo", {{"name", "t"}, {"version", "1"}}}});
+    CHECK(r["result"]["protocolVersion"] == "2025-06-18");
+    CHECK(r["result"]["capabilities"]["tools"].is_object());
+    CHECK(r["result"]["serverInfo"]["name"] == "sandboxer");
+    CHECK(r["result"]["serverInfo"]["version"] == "9.9");
+    CHECK(r["result"]["instructions"] == "Use the tools.");
+    CHECK(bed.session.protocol_version == "2025-06-18");
+    // An unknown version gets our newest (basic/lifecycle: not an error).
+    CHECK(bed.request("initialize", {{"protocolVersion", "1999-01-01"}})["result"]["protocolVersion"] == "2025-11-25");
+    CHECK(!bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, bed.session, bed.api));
+    CHECK(bed.session.initialized);
+}
+
+TEST_CASE("JSON-RPC's rules") {
+    Bed bed;
+    CHECK(bed.request("ping")["result"] == Json::object());
+    CHECK(bed.request("ping", Json::object(), "abc")["id"] == "abc");
+    CHECK(bed.request("resources/list")["error"]["code"] == rpc::kMethodNotFound);
+    CHECK(bed.protocol.handle_text("{nope", bed.session, bed.api).value()["error"]["code"] == rpc::kParseError);
+    CHECK(bed.protocol.handle(Json::array({1}), bed.session, bed.api).value()["error"]["code"] == rpc::kInvalidRequest);
+    auto null_id = bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"id", nullptr}, {"method", "ping"}}, bed.session, bed.api);
+    CHECK(null_id.value()["error"]["code"] == rpc::kInvalidRequest);
+    auto bad_params = bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"id", 3}, {"method", "ping"}, {"params", 5}},
+                                          bed.session, bed.api);
+    CHECK(bad_params.value()["error"]["code"] == rpc::kInvalidParams);
+    // A response from the client, and a notification, get no reply.
+    CHECK(!bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"id", 9}, {"result", Json::object()}}, bed.session, bed.api));
+    CHECK(!bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}}, bed.session, bed.api));
+    CHECK(bed.request("tools/list", {{"cursor", "x"}})["error"]["code"] == rpc::kInvalidParams);
+}
+
+TEST_CASE("every tool is well described and its schemas stay in the checked subset") {
+    Bed bed;
+    const Json tools = bed.request("tools/list")["result"]["tools"];
+    CHECK(tools.size() == bed.protocol.tools().size());
+    const std::regex name(R"([A-Za-z0-9_.-]{1,64})");
+    for (const auto& tool : tools) {
+        CAPTURE(tool["name"]);
+        CHECK(std::regex_match(tool["name"].get<std::string>(), name));
+        CHECK(!tool["description"].get<std::string>().empty());
+        CHECK(tool["inputSchema"]["type"] == "object");
+        CHECK(tool["outputSchema"]["type"] == "object");
+        CHECK(unknown_keywords(tool["inputSchema"]).empty());
+        CHECK(unknown_keywords(tool["outputSchema"]).empty());
+        CHECK(tool["annotations"].contains("readOnlyHint"));
+        CHECK(tool["annotations"]["openWorldHint"] == false);
+    }
+    for (const char* wanted : {"sandbox_create", "sandbox_list", "sandbox_get", "sandbox_delete", "sandbox_stop",
+                               "sandbox_resume", "sandbox_fork", "exec", "exec_start", "exec_status", "exec_output",
+                               "exec_signal", "read_file", "write_file", "list_files", "host_port", "unhost_port",
+                               "snapshot_create", "snapshot_list", "snapshot_delete", "handoff_session"}) {
+        CAPTURE(wanted);
+        CHECK(std::any_of(tools.begin(), tools.end(), [&](const Json& t) { return t["name"] == wanted; }));
+    }
+}
+
+TEST_CASE("tools/call: unknown tools, bad arguments, API errors") {
+    Bed bed;
+    CHECK(bed.request("tools/call", {{"name", "nope"}})["error"]["code"] == rpc::kInvalidParams);
+    // Input validation is a tool error (server/tools "Error Handling").
+    CHECK(Bed::error_of(bed.call("sandbox_get", {{"sandbox", "sbx_1"}, {"colour", "red"}}))["code"] == "invalid_argument");
+    CHECK(Bed::error_of(bed.call("sandbox_get", Json::object()))["message"] == "arguments: sandbox is required");
+    CHECK(Bed::error_of(bed.call("exec", {{"sandbox", "s"}, {"command", Json::array({1})}}))["message"] ==
+          "command[0]: must be string");
+    CHECK(Bed::error_of(bed.call("exec", {{"sandbox", "s"}}))["code"] == "invalid_argument");  // neither command nor shell
+    CHECK(bed.api.calls.empty());
+    bed.api.answer(404, R"({"ok":false,"status":404,"code":"not_found","message":"no sandbox sbx_1"})");
+    const Json e = Bed::error_of(bed.call("sandbox_get", {{"sandbox", "sbx_1"}}));
+    CHECK(e["code"] == "not_found");
+    CHECK(e["message"] == "no sandbox sbx_1");
+    CHECK(bed.api.calls.at(0).target == "/v1/sandboxes/sbx_1");
+}
+
+TEST_CASE("sandbox_create takes the server's defaults and passes an idempotency key") {
+    ToolDefaults defaults;
+    defaults.size = "small";
+    defaults.ttl = "30m";
+    defaults.labels = {{"via", "mcp"}};
+    Protocol protocol(sandbox_tools(), ServerInfo{}, defaults);
+    Session session;
+    FakeApi api;
+    api.answer(201, R"({"ok":true,"sandbox":{"id":"sbx_9","state":"running"},"replayed":false,"warnings":[]})");
+    auto reply = protocol.handle(Json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/call"},
+                                      {"params", {{"name", "sandbox_create"},
+                                                  {"arguments", {{"labels", {{"task", "t1"}}}, {"idempotencyKey", "k1"}}}}}},
+                                 session, api);
+    const Json r = reply.value()["result"];
+    CHECK(r["structuredContent"]["sandbox"]["id"] == "sbx_9");
+    CHECK(Json::parse(r["content"][0]["text"].get<std::string>()) == r["structuredContent"]);
+    const Json body = Json::parse(api.calls.at(0).body);
+    CHECK(body == Json{{"size", "small"}, {"ttl", "30m"}, {"labels", {{"via", "mcp"}, {"task", "t1"}}}});
+    CHECK(api.calls[0].headers.at(1) == std::pair<std::string, std::string>{"Idempotency-Key", "k1"});
+}
+
+TEST_CASE("sandbox_list encodes its selectors") {
+    Bed bed;
+    bed.api.answer(200, R"({"ok":true,"sandboxes":[]})");
+    CHECK(bed.call("sandbox_list", {{"labels", {{"a", "b c"}}}, {"state", {"running", "paused"}}})["structuredContent"] ==
+          Json{{"sandboxes", Json::array()}});
+    CHECK(bed.api.calls.at(0).target == "/v1/sandboxes?labels=a%3Db%20c&state=running%2Cpaused");
+}
+
+TEST_CASE("exec: one request, the output kept whole or cut in the middle") {
+    Bed bed;
+    bed.api.answer(200,
+                   "{\"type\":\"start\",\"pid\":5}\n{\"type\":\"stdout\",\"data\":\"" + base64_encode("hi\n") +
+                       "\"}\n{\"type\":\"stderr\",\"data\":\"" + base64_encode("\xff oops\n") +
+                       "\"}\n{\"type\":\"exit\",\"exitCode\":3}\n",
+                   "application/x-ndjson");
+    Json r = bed.call("exec", {{"sandbox", "sbx_1"}, {"shell", "echo hi"}, {"stdin", "x"}})["structuredContent"];
+    CHECK(r["exitCode"] == 3);
+    CHECK(r["stdout"] == "hi\n");
+    CHECK(r["stderr"] == "\xEF\xBF\xBD oops\n");  // not UTF-8: replaced
+    CHECK(r["truncated"] == false);
+    const ApiCall& c = bed.api.calls.at(0);
+    CHECK(c.target == "/v1/sandboxes/sbx_1/exec");
+    CHECK(Json::parse(c.body) == Json{{"shell", "echo hi"}, {"timeoutMs", 60000}, {"stdin", base64_encode("x")}});
+
+    const std::string big(5000, 'a');
+    bed.api.answer(200, "{\"type\":\"stdout\",\"data\":\"" + base64_encode(big + "END") +
+                            "\"}\n{\"type\":\"exit\",\"exitCode\":null,\"signal\":9,\"timedOut\":true}\n");
+    r = bed.call("exec", {{"sandbox", "sbx_1"}, {"command", {"yes"}}, {"maxOutputBytes", 1024}})["structuredContent"];
+    CHECK(r["truncated"] == true);
+    CHECK(r["stdoutBytes"] == 5003);
+    CHECK(r["timedOut"] == true);
+    CHECK(r["signal"] == 9);
+    const std::string out = r["stdout"];
+    CHECK(out.starts_with(std::string(512, 'a') + "\n[… 3979 bytes left out …]\n"));
+    CHECK(out.ends_with("aEND"));
+
+    bed.api.answer(200, "{\"type\":\"start\",\"pid\":5}\n{\"type\":\"error\",\"code\":\"agent_unavailable\",\"message\":\"gone\"}\n");
+    CHECK(Bed::error_of(bed.call("exec", {{"sandbox", "sbx_1"}, {"shell", "x"}}))["code"] == "agent_unavailable");
+    bed.api.answer(200, "{\"type\":\"start\",\"pid\":5}\n");  // cut short
+    CHECK(Bed::error_of(bed.call("exec", {{"sandbox", "sbx_1"}, {"shell", "x"}}))["code"] == "bad_response");
+    bed.api.answer(409, R"({"ok":false,"status":409,"code":"invalid_state","message":"stopped"})");
+    CHECK(Bed::error_of(bed.call("exec", {{"sandbox", "sbx_1"}, {"shell", "x"}}))["code"] == "invalid_state");
+}
+
+TEST_CASE("exec_start, exec_output from an offset, exec_status") {
+    Bed bed;
+    bed.api.answer(201, R"({"ok":true,"process":{"id":"p1","pid":7}})");
+    CHECK(bed.call("exec_start", {{"sandbox", "s"}, {"command", {"sleep", "9"}}})["structuredContent"] ==
+          Json{{"process", "p1"}, {"pid", 7}});
+    CHECK(Json::parse(bed.api.calls.at(0).body) == Json{{"command", {"sleep", "9"}}, {"detach", true}});
+
+    // Everything there, still running.
+    bed.api.answer(200, "id: 8\nevent: output\ndata: " + base64_encode("line1\n") + "\n\nevent: running\ndata: {}\n\n",
+                   "text/event-stream");
+    Json r = bed.call("exec_output", {{"sandbox", "s"}, {"process", "p1"}, {"offset", 2}})["structuredContent"];
+    CHECK(bed.api.calls.at(1).target == "/v1/sandboxes/s/processes/p1/output?offset=2&follow=false");
+    CHECK(r == Json{{"output", "line1\n"}, {"offset", 2}, {"nextOffset", 8}, {"more", false}, {"running", true},
+                    {"exitCode", nullptr}, {"signal", nullptr}});
+
+    // More than asked for: cut at maxBytes, the rest next time; how it stands from exec_status.
+    bed.api.answer(200, "id: 10\nevent: output\ndata: " + base64_encode("0123456789") +
+                            "\n\nevent: exit\ndata: {\"exitCode\":0,\"signal\":null}\n\n");
+    bed.api.answer(200, R"({"ok":true,"process":{"id":"p1","running":false,"exitCode":0,"signal":null,"tail":""}})");
+    r = bed.call("exec_output", {{"sandbox", "s"}, {"process", "p1"}, {"maxBytes", 4}})["structuredContent"];
+    CHECK(r["output"] == "0123");
+    CHECK(r["nextOffset"] == 4);
+    CHECK(r["more"] == true);
+    CHECK(r["running"] == false);
+    CHECK(r["exitCode"] == 0);
+
+    bed.api.answer(200, R"({"ok":true,"process":{"id":"p1","running":true,"tail":")" + base64_encode("tail\n") + "\"}}");
+    CHECK(bed.call("exec_status", {{"sandbox", "s"}, {"process", "p1"}})["structuredContent"]["tail"] == "tail\n");
+    bed.api.answer(400, R"({"ok":false,"status":400,"code":"invalid_argument","message":"offset 99 is past the end"})");
+    CHECK(Bed::error_of(bed.call("exec_output", {{"sandbox", "s"}, {"process", "p1"}, {"offset", 99}}))["code"] ==
+          "invalid_argument");
+}
+
+TEST_CASE("read_file, write_file, list_files") {
+    Bed bed;
+    bed.api.answer(200, R"({"ok":true,"stat":{"type":"file","size":4}})");
+    bed.api.answer(200, std::string("a\xff\x00z", 4), "application/octet-stream");
+    Json r = bed.call("read_file", {{"sandbox", "s"}, {"path", "/root/b in"}})["structuredContent"];
+    CHECK(bed.api.calls.at(0).target == "/v1/sandboxes/s/files/stat?path=%2Froot%2Fb%20in");
+    CHECK(r["encoding"] == "base64");
+    CHECK(base64_decode(r["content"].get<std::string>()).value() == std::string("a\xff\x00z", 4));
+    bed.api.answer(200, R"({"ok":true,"stat":{"type":"file","size":99999999}})");
+    CHECK(Bed::error_of(bed.call("read_file", {{"sandbox", "s"}, {"path", "/big"}}))["code"] == "too_large");
+    bed.api.answer(200, R"({"ok":true,"stat":{"type":"dir","size":0}})");
+    CHECK(Bed::error_of(bed.call("read_file", {{"sandbox", "s"}, {"path", "/d"}}))["code"] == "invalid_argument");
+
+    bed.api.answer(200, R"({"ok":true,"bytes":3})");
+    r = bed.call("write_file", {{"sandbox", "s"}, {"path", "/x"}, {"content", base64_encode("\x01\x02\x03")},
+                                {"encoding", "base64"}, {"mode", "0755"}})["structuredContent"];
+    CHECK(r == Json{{"path", "/x"}, {"bytes", 3}});
+    const ApiCall& put = bed.api.calls.back();
+    CHECK(put.method == "PUT");
+    CHECK(put.target == "/v1/sandboxes/s/files?path=%2Fx&mode=0755");
+    CHECK(put.body == "\x01\x02\x03");
+    CHECK(Bed::error_of(bed.call("write_file", {{"sandbox", "s"}, {"path", "/x"}, {"content", "!!"}, {"encoding", "base64"}}))["code"] ==
+          "invalid_argument");
+
+    bed.api.answer(200, R"({"ok":true,"entries":[{"name":"a","type":"file"}]})");
+    CHECK(bed.call("list_files", {{"sandbox", "s"}, {"path", "/"}})["structuredContent"]["entries"][0]["name"] == "a");
+}
+
+TEST_CASE("2026-07-28: stateless requests, their _meta and versions") {
+    Bed bed;
+    Json r = bed.request("server/discover", modern_meta());
+    CHECK(r["result"]["resultType"] == "complete");
+    CHECK(r["result"]["supportedVersions"][0] == "2026-07-28");
+    CHECK(r["result"]["capabilities"]["tools"].is_object());
+    CHECK(r["result"]["cacheScope"] == "public");
+    CHECK(r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "sandboxer");
+    r = bed.request("tools/list", modern_meta());
+    CHECK(r["result"]["resultType"] == "complete");
+    CHECK(r["result"]["ttlMs"].is_number_integer());
+    CHECK(r["result"]["tools"].size() == bed.protocol.tools().size());
+    CHECK(bed.request("initialize", modern_meta())["error"]["code"] == rpc::kMethodNotFound);
+    CHECK(bed.request("ping", modern_meta())["error"]["code"] == rpc::kMethodNotFound);
+    r = bed.request("tools/list", modern_meta("2099-01-01"));
+    CHECK(r["error"]["code"] == rpc::kUnsupportedVersion);
+    CHECK(r["error"]["data"]["requested"] == "2099-01-01");
+    Json no_caps = modern_meta();
+    no_caps["_meta"].erase("io.modelcontextprotocol/clientCapabilities");
+    CHECK(bed.request("tools/list", no_caps)["error"]["code"] == rpc::kInvalidParams);
+    CHECK(bed.request("server/discover")["error"]["code"] == rpc::kInvalidParams);  // no _meta at all
+    bed.api.answer(200, R"({"ok":true,"snapshots":[]})");
+    Json params = modern_meta();
+    params["name"] = "snapshot_list";
+    r = bed.request("tools/call", params);
+    CHECK(r["result"]["resultType"] == "complete");
+    CHECK(r["result"]["structuredContent"] == Json{{"snapshots", Json::array()}});
+    CHECK(bed.session.protocol_version.empty());  // no session was touched
+}
+
+TEST_CASE("the schema subset and UTF-8") {
+    const Json s = Json::parse(R"({"type":"object","additionalProperties":false,"required":["a"],"properties":{
+        "a":{"type":"integer","minimum":1,"maximum":3},"b":{"type":["string","null"],"maxLength":2},
+        "c":{"type":"object","additionalProperties":{"type":"string"}},"d":{"enum":["x","y"]}}})");
+    CHECK(!schema_violation(s, Json{{"a", 2}, {"b", "éé"}, {"c", {{"k", "v"}}}, {"d", "y"}}));
+    CHECK(schema_violation(s, Json{{"a", 4}}).value() == "a: must be at most 3");
+    CHECK(schema_violation(s, Json{{"a", 1.5}}).value() == "a: must be integer");
+    CHECK(schema_violation(s, Json{{"a", 1}, {"b", "abc"}}).value() == "b: must have at most 2 characters");
+    CHECK(schema_violation(s, Json{{"a", 1}, {"c", {{"k", 1}}}}).value() == "c.k: must be string");
+    CHECK(schema_violation(s, Json{{"a", 1}, {"d", "z"}}).value() == R"(d: must be one of ["x","y"])");
+    CHECK(schema_violation(s, Json{{"a", 1}, {"e", 1}}).value() == "arguments: unknown field e");
+    CHECK(unknown_keywords(Json::parse(R"({"type":"object","properties":{"a":{"pattern":"x"}}})")) ==
+          std::vector<std::string>{"pattern"});
+    CHECK(is_utf8("héllo €𝄞"));
+    CHECK(!is_utf8("\xc0\xaf"));          // overlong
+    CHECK(!is_utf8("\xed\xa0\x80"));      // a surrogate
+    CHECK(!is_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+    CHECK(to_utf8("a\xe2\x82") == "a\xEF\xBF\xBD\xEF\xBF\xBD");  // a cut sequence
+}

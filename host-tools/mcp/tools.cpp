@@ -1,0 +1,33 @@
+#include "host-tools/mcp/tools.hpp"
+
+namespace sbx::mcp {
+
+std::vector<ToolSpec> sandbox_tools() {
+    std::vector<ToolSpec> tools;
+    add_sandbox_tools(tools);
+    add_exec_tools(tools);
+    add_file_tools(tools);
+    return tools;
+}
+
+Json schema(const char* text) { return Json::parse(text); }
+
+Json hints(bool read_only, bool destructive, bool idempotent) {
+    Json out = {{"readOnlyHint", read_only}, {"openWorldHint", false}};
+    if (!read_only) {  // MCP 2025-11-25: meaningful only when not read-only
+        out["destructiveHint"] = destructive;
+        out["idempotentHint"] = idempotent;
+    }
+    return out;
+}
+
+std::string sandbox_path(const Json& arguments, std::string_view rest) {
+    return "/v1/sandboxes/" + url_encode(arguments.at("sandbox").get<std::string>()) + std::string(rest);
+}
+
+Json member(const Json& object, const char* name) {
+    auto it = object.find(name);
+    return it == object.end() ? Json(nullptr) : *it;
+}
+
+}  // namespace sbx::mcp
