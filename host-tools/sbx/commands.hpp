@@ -130,6 +130,15 @@ struct SshProxyCommand {
 };
 int run_ssh_proxy(const Context& ctx, const SshProxyCommand& command);
 
+// commands_mcp.cpp: an MCP server on stdio (docs/mcp.md).
+struct McpCommand {
+    std::string config;  // --config FILE; default $XDG_CONFIG_HOME/sandboxer/mcp.toml when it exists
+    std::string size, ttl;
+    std::optional<unsigned> idle_minutes;
+    std::vector<std::string> labels;  // K=V, on every sandbox it makes
+};
+int run_mcp(const Context& ctx, const McpCommand& command, std::string_view version);
+
 // commands_ssh.cpp
 // sbx's ssh key (made on first use) in the guest's /root/.ssh/authorized_keys, once.
 [[nodiscard]] Result<void> authorize_ssh_key(const Context& ctx, const std::string& id);

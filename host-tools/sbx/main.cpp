@@ -1,7 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
 //   sbx new | ls | info | exec | scp | logs | forward | ssh | ssh-proxy | ssh-config | stop | resume |
-//   ttl | idle | egress | fork | snapshot | rm | history | events | host | unhost | ca
+//   ttl | idle | egress | fork | snapshot | rm | history | events | host | unhost | ca | mcp
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -48,6 +48,7 @@ struct Flags {
     SshProxyCommand ssh_proxy;
     bool install = false;       // ssh-config --install
     bool no_authorize = false;  // ssh-proxy --no-authorize
+    McpCommand mcp;
 };
 
 void add_labels(CLI::App* app, Flags& flags, const char* what) {
@@ -222,6 +223,13 @@ int main(int argc, char** argv) {
     unhost->add_option("port", f.host.port, "the guest port")->required()->type_name("PORT");
     auto* ca = app.add_subcommand("ca", "sbxd's CA certificate (PEM), for clients to trust its hosted URLs");
 
+    auto* mcp = app.add_subcommand("mcp", "an MCP server on stdio whose tools drive this host's sandboxes");
+    mcp->add_option("--config", f.mcp.config, "defaults from this TOML file (default ~/.config/sandboxer/mcp.toml)");
+    mcp->add_option("--size", f.mcp.size, "the size of sandboxes it creates: small, default, large, xlarge");
+    mcp->add_option("--ttl", f.mcp.ttl, "their auto-stop: 30m, 2h, 1d");
+    mcp->add_option("--idle-minutes", f.mcp.idle_minutes, "pause them when idle this long");
+    mcp->add_option("--label", f.mcp.labels, "a label on every sandbox it creates")->type_name("K=V");
+
     // Everything after the first `--` is exec's command, kept from CLI11,
     // which would otherwise match its words against sbx's own subcommands.
     std::vector<std::string> args(argv + 1, argv + argc), after_dashes;
@@ -321,5 +329,7 @@ int main(int argc, char** argv) {
         return run_unhost(ctx, f.id, f.host.port);
     if (*ca)
         return run_ca(ctx);
+    if (*mcp)
+        return run_mcp(ctx, f.mcp, kVersion);
     return kExitUsage;
 }

@@ -29,15 +29,7 @@ esac
 # level 0 reaches: installed here, before level 1, and again only when
 # package-lock.json changed. Without it the part fails and says so.
 case " ${SBXD_PARTS:-browser} " in *" browser "*)
-  br_dir=$src/tests/browser
-  if ! cmp -s "$br_dir/package-lock.json" "$br_dir/node_modules/.sbx-installed-lock"; then
-    if (cd "$br_dir" && npm ci --no-audit --no-fund >"$work/npm-ci.log" 2>&1); then
-      cp "$br_dir/package-lock.json" "$br_dir/node_modules/.sbx-installed-lock"
-    else
-      echo "sbxd-lifecycle: npm ci in $br_dir failed (the browser part will fail):" >&2
-      tail -n 5 "$work/npm-ci.log" >&2
-    fi
-  fi ;;
+  "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-lifecycle: the browser part will fail" >&2 ;;
 esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \

@@ -1,0 +1,226 @@
+// `sbx mcp`: an MCP server on stdio (MCP 2025-11-25 basic/transports
+// "stdio"; 2026-07-28 basic/transports/stdio): one JSON-RPC message a line
+// on stdin, replies a line each on stdout and nothing else there, a log
+// line a tool call on stderr. Tool calls run on threads of their own (a
+// long exec does not hold up a ping or a second call), at most
+// kMaxInFlight at once; the rest of the protocol runs in order on the
+// reading thread. Every tool is a call to sbxd's API with this sbx's
+// host and key (host-tools/mcp). At the end of stdin the calls under way
+// finish, then the server exits (2026-07-28: SHOULD exit on stdin EOF).
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <list>
+#include <mutex>
+#include <semaphore>
+#include <thread>
+
+#include <toml++/toml.h>
+
+#include "host-tools/mcp/protocol.hpp"
+#include "host-tools/sbx/commands.hpp"
+#include "host-tools/sbx/ssh_setup.hpp"
+
+namespace sbx::cli {
+
+namespace {
+
+constexpr std::ptrdiff_t kMaxInFlight = 16;
+
+// The MCP layer's API calls over sbx's HTTP client.
+class ClientCaller final : public mcp::ApiCaller {
+public:
+    explicit ClientCaller(const HttpClient& client) : client_(client) {}
+
+    Result<mcp::ApiHead> call(const mcp::ApiCall& call, const mcp::BodySink& sink) override {
+        HttpRequest request{call.method, call.target, call.body, call.headers};
+        auto stream = client_.open(request);
+        if (!stream) {
+            return stream.error();
+        }
+        mcp::ApiHead head{static_cast<int>(stream->status()), stream->header("Content-Type")};
+        std::array<char, 64 * 1024> buffer{};
+        while (true) {
+            auto n = stream->read(buffer);
+            if (!n) {
+                return n.error();
+            }
+            if (*n == 0 || !sink(std::string_view(buffer.data(), *n))) {
+                return head;  // the end, or the sink had enough: the stream's connection closes
+            }
+        }
+    }
+
+private:
+    const HttpClient& client_;
+};
+
+// [mcp] defaults from the config file, then the flags over them.
+Result<mcp::ToolDefaults> load_defaults(const McpCommand& command) {
+    mcp::ToolDefaults defaults;
+    std::string path = command.config;
+    if (path.empty()) {
+        if (auto dir = sbx_config_dir(std::getenv("XDG_CONFIG_HOME"), std::getenv("HOME"))) {
+            path = *dir + "/mcp.toml";
+        }
+    }
+    if (!path.empty() && (!command.config.empty() || ::access(path.c_str(), F_OK) == 0)) {
+        toml::table table;
+        try {
+            table = toml::parse_file(path);
+        } catch (const toml::parse_error& e) {
+            return make_coded_error("usage", "{}: {}", path, e.description());
+        }
+        for (const auto& [key, value] : table) {
+            if (key == "size" && value.is_string()) {
+                defaults.size = value.as_string()->get();
+            } else if (key == "ttl" && value.is_string()) {
+                defaults.ttl = value.as_string()->get();
+            } else if (key == "idle_minutes" && value.is_integer() && value.as_integer()->get() >= 0) {
+                defaults.idle_minutes = static_cast<unsigned>(value.as_integer()->get());
+            } else if (key == "labels" && value.is_table()) {
+                for (const auto& [name, label] : *value.as_table()) {
+                    if (!label.is_string()) {
+                        return make_coded_error("usage", "{}: labels.{} must be a string", path, name.str());
+                    }
+                    defaults.labels[std::string(name.str())] = label.as_string()->get();
+                }
+            } else {
+                return make_coded_error("usage", "{}: unknown or mistyped key {} (size, ttl, idle_minutes, labels)",
+                                        path, key.str());
+            }
+        }
+    }
+    if (!command.size.empty()) {
+        defaults.size = command.size;
+    }
+    if (!command.ttl.empty()) {
+        defaults.ttl = command.ttl;
+    }
+    if (command.idle_minutes) {
+        defaults.idle_minutes = command.idle_minutes;
+    }
+    auto labels = parse_assignments(command.labels, "--label");
+    if (!labels) {
+        return labels.error();
+    }
+    for (auto& [key, value] : *labels) {
+        defaults.labels[key] = value;
+    }
+    return defaults;
+}
+
+class StdioServer {
+public:
+    StdioServer(const Context& ctx, mcp::Protocol protocol) : ctx_(ctx), protocol_(std::move(protocol)) {}
+
+    int run() {
+        std::string line;
+        while (std::getline(std::cin, line)) {
+            if (line.empty() || line == "\r") {
+                continue;
+            }
+            reap();
+            const mcp::Json message = mcp::Json::parse(line, nullptr, false);
+            if (message.is_object() && message.value("method", "") == "tools/call" && message.contains("id")) {
+                slots_.acquire();
+                Worker& worker = workers_.emplace_back();
+                worker.thread = std::thread([this, message, &worker] {
+                    ClientCaller api(ctx_.client);
+                    mcp::Session unused;  // tools/call reads no session state
+                    const auto start = std::chrono::steady_clock::now();
+                    auto reply = protocol_.handle(message, unused, api);
+                    log_call(message, reply, std::chrono::steady_clock::now() - start);
+                    write(reply);
+                    worker.done = true;
+                    slots_.release();
+                });
+                continue;
+            }
+            ClientCaller api(ctx_.client);
+            write(message.is_discarded() ? protocol_.handle_text(line, session_, api)
+                                         : protocol_.handle(message, session_, api));
+        }
+        for (auto& worker : workers_) {
+            worker.thread.join();
+        }
+        return kExitOk;
+    }
+
+private:
+    void write(const std::optional<mcp::Json>& reply) {
+        if (!reply) {
+            return;
+        }
+        // One line: dump() escapes every newline inside strings.
+        const std::string text = reply->dump(-1, ' ', false, mcp::Json::error_handler_t::replace) + "\n";
+        std::lock_guard lock(out_mutex_);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    }
+
+    static void log_call(const mcp::Json& message, const std::optional<mcp::Json>& reply,
+                         std::chrono::steady_clock::duration took) {
+        const auto& params = message.value("params", mcp::Json::object());
+        std::string outcome = "ok";
+        if (!reply || reply->contains("error")) {
+            outcome = "protocol error";
+        } else if ((*reply)["result"].value("isError", false)) {
+            outcome = "tool error";
+        }
+        std::fprintf(stderr, "sbx mcp: %s: %s in %lld ms\n",
+                     params.value("name", mcp::Json("?")).is_string() ? params["name"].get<std::string>().c_str() : "?",
+                     outcome.c_str(),
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+    }
+
+    // Threads whose calls have ended are joined as new lines come.
+    void reap() {
+        workers_.remove_if([](Worker& worker) {
+            if (!worker.done) {
+                return false;
+            }
+            worker.thread.join();
+            return true;
+        });
+    }
+
+    struct Worker {
+        std::thread thread;
+        std::atomic<bool> done = false;
+    };
+
+    const Context& ctx_;
+    mcp::Protocol protocol_;
+    mcp::Session session_;
+    std::counting_semaphore<kMaxInFlight> slots_{kMaxInFlight};
+    std::list<Worker> workers_;  // a list: a worker refers to its own entry
+    std::mutex out_mutex_;
+};
+
+}  // namespace
+
+int run_mcp(const Context& ctx, const McpCommand& command, std::string_view version) {
+    auto defaults = load_defaults(command);
+    if (!defaults) {
+        std::fprintf(stderr, "sbx mcp: %s\n", defaults.error().message.c_str());
+        return kExitUsage;
+    }
+    mcp::ServerInfo info;
+    info.version = std::string(version);
+    info.instructions =
+        "Each sandbox is a disposable Linux microVM (Debian, root, its own disk and network) on this host. "
+        "sandbox_create makes one in about a second; exec runs a command and returns its output; read_file, "
+        "write_file and list_files move files; exec_start runs long jobs (exec_output reads them from an "
+        "offset); host_port gives a web app an HTTPS URL; sandbox_stop keeps everything for later, "
+        "sandbox_fork copies a running sandbox. Delete sandboxes you no longer need.";
+    std::fprintf(stderr, "sbx mcp: serving MCP on stdio for sbxd at %s\n", ctx.client.address().to_string().c_str());
+    StdioServer server(ctx, mcp::Protocol(mcp::sandbox_tools(), std::move(info), std::move(*defaults)));
+    return server.run();
+}
+
+}  // namespace sbx::cli
