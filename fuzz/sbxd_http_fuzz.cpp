@@ -7,7 +7,7 @@
 // VM. The client then reads to the end: what comes back parses as
 // HTTP/1.1 responses (RFC 9112 §6), each an error whose JSON carries one
 // of the API's stable codes with that code's status (api/api_error.hpp),
-// or a routed answer; no exception reaches the session (it would answer
+// or a routed answer, or (/mcp) a JSON-RPC 2.0 response; no exception reaches the session (it would answer
 // 500 "internal error: ..."); the server answers or closes within 20 s,
 // however loaded the machine.
 #include <netinet/in.h>
@@ -32,6 +32,7 @@
 #include "base/unix_socket.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/daemon/mcp_endpoint.hpp"
 #include "host-tools/sbxd/http/server.hpp"
 #include "fuzz/fuzz_util.hpp"
 
@@ -92,6 +93,7 @@ struct Daemon {
     std::unique_ptr<Store> store;
     NoVmDriver driver;
     std::unique_ptr<ApiService> service;
+    std::unique_ptr<McpEndpoint> mcp;  // /mcp, over the same service
     boost::asio::io_context io;
     static constexpr int kWorkers = 2;
     boost::asio::thread_pool workers{kWorkers};
@@ -119,6 +121,8 @@ struct Daemon {
         limits.host_cpus = 2;
         limits.max_memory_mib = 4096;
         service = std::make_unique<ApiService>(*store, driver, DaemonInfo{"fuzz-host", "fuzz", dir, limits});
+        mcp = std::make_unique<McpEndpoint>(*service, mcp::ServerInfo{"sandboxer", "Sandboxer", "fuzz", ""}, McpOptions{});
+        service->serve_mcp([this](const http::Request& r, const http::PathParams&) { return mcp->handle(r); });
         server = std::make_unique<http::Server>(
             io, workers, [this](http::Request r) { return service->handle(std::move(r)); }, http::ServerLimits{},
             [this](const http::Request& r) { return service->streams_body(r); });
@@ -185,6 +189,12 @@ void check_response(const bhttp::response<bhttp::string_body>& res) {
         return;
     }
     const auto body = nlohmann::json::parse(res.body(), nullptr, false);
+    if (body.is_object() && body.contains("jsonrpc")) {
+        // /mcp: one JSON-RPC 2.0 response (§5), whatever its status.
+        check(body["jsonrpc"] == "2.0" && body.contains("id") && (body.contains("result") != body.contains("error")));
+        check(!body.contains("error") || (body["error"]["code"].is_number_integer() && body["error"]["message"].is_string()));
+        return;
+    }
     if (status < 400) {
         // A streamed JSON body may have been cut by the route; a whole one says ok.
         check(body.is_discarded() || res.chunked() || (body.is_object() && body.value("ok", false)));

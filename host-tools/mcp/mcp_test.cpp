@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "base/base64.hpp"
+#include "host-tools/mcp/http_rules.hpp"
 #include "host-tools/mcp/protocol.hpp"
 #include "host-tools/mcp/schema_check.hpp"
 
@@ -327,4 +328,55 @@ TEST_CASE("the schema subset and UTF-8") {
     CHECK(!is_utf8("\xed\xa0\x80"));      // a surrogate
     CHECK(!is_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
     CHECK(to_utf8("a\xe2\x82") == "a\xEF\xBF\xBD\xEF\xBF\xBD");  // a cut sequence
+}
+
+TEST_CASE("Streamable HTTP: which revision a POST speaks, and its headers") {
+    const Json legacy_body = {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", Json::object()}};
+    Json modern_body = {{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/call"}, {"params", modern_meta()}};
+    modern_body["params"]["name"] = "exec";
+    CHECK(era_of(legacy_body, {}) == Era::Legacy);
+    CHECK(era_of(legacy_body, {.protocol_version = "2025-11-25"}) == Era::Legacy);
+    CHECK(era_of(legacy_body, {.protocol_version = "2026-07-28"}) == Era::Modern);  // then -32602: no _meta
+    CHECK(era_of(modern_body, {}) == Era::Modern);
+    CHECK(era_of(modern_body, {.has_session = true}) == Era::Legacy);
+
+    const PostHeaders good{.protocol_version = "2026-07-28", .method = "tools/call", .name = "exec"};
+    CHECK(!header_mismatch(modern_body, good));
+    PostHeaders h = good;
+    h.name = "=?base64?" + base64_encode("exec") + "?=";
+    CHECK(!header_mismatch(modern_body, h));
+    for (PostHeaders bad : {PostHeaders{.method = "tools/call", .name = "exec"},
+                            PostHeaders{.protocol_version = "2025-11-25", .method = "tools/call", .name = "exec"},
+                            PostHeaders{.protocol_version = "2026-07-28", .name = "exec"},
+                            PostHeaders{.protocol_version = "2026-07-28", .method = "tools/list", .name = "exec"},
+                            PostHeaders{.protocol_version = "2026-07-28", .method = "tools/call"},
+                            PostHeaders{.protocol_version = "2026-07-28", .method = "tools/call", .name = "read_file"},
+                            PostHeaders{.protocol_version = "2026-07-28", .method = "tools/call", .name = "=?base64?!!?="}}) {
+        auto error = header_mismatch(modern_body, bad);
+        REQUIRE(error.has_value());
+        CHECK((*error)["error"]["code"] == rpc::kHeaderMismatch);
+        CHECK((*error)["id"] == 2);
+        CHECK(http_status(*error, Era::Modern) == 400);
+    }
+    CHECK(http_status(rpc_error(1, rpc::kMethodNotFound, "x"), Era::Modern) == 404);
+    CHECK(http_status(rpc_error(1, rpc::kMethodNotFound, "x"), Era::Legacy) == 200);
+    CHECK(http_status(rpc_error(1, rpc::kUnsupportedVersion, "x"), Era::Modern) == 400);
+    CHECK(http_status(rpc_error(nullptr, rpc::kParseError, "x"), Era::Legacy) == 400);
+    CHECK(http_status(Json{{"result", Json::object()}}, Era::Modern) == 200);
+
+    CHECK(origin_allowed("http://localhost:3000", {}));
+    CHECK(origin_allowed("https://127.0.0.1", {}));
+    CHECK(origin_allowed("http://[::1]:8080", {}));
+    CHECK(origin_allowed("http://app.localhost:5173", {}));
+    CHECK(!origin_allowed("http://evil.example.com", {}));
+    CHECK(!origin_allowed("http://localhost.evil.example.com", {}));
+    CHECK(!origin_allowed("null", {}));
+    CHECK(origin_allowed("https://ide.example.com", {"https://ide.example.com"}));
+    CHECK(host_allowed("localhost:7070", {}));
+    CHECK(host_allowed("127.0.0.1:7070", {}));
+    CHECK(host_allowed("10.1.2.3", {}));
+    CHECK(host_allowed("[fe80::1]:80", {}));
+    CHECK(!host_allowed("evil.example.com", {}));
+    CHECK(!host_allowed("evil.example.com:7070", {}));
+    CHECK(host_allowed("sbx.example.com:7070", {"sbx.example.com"}));
 }

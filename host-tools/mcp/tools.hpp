@@ -42,6 +42,14 @@ struct ToolSpec {
     std::function<Result<Json>(const Json& arguments, ToolContext& context)> run;
 };
 
+// initialize's and server/discover's `instructions`: how the tools fit together.
+inline constexpr const char* kInstructions =
+    "Each sandbox is a disposable Linux microVM (Debian, root, its own disk and network) on this host. "
+    "sandbox_create makes one in about a second; exec runs a command and returns its output; read_file, "
+    "write_file and list_files move files; exec_start runs long jobs (exec_output reads them from an "
+    "offset); host_port gives a web app an HTTPS URL; sandbox_stop keeps everything for later, "
+    "sandbox_fork copies a running sandbox. Delete sandboxes you no longer need.";
+
 // Every tool, in a fixed order (MCP 2026-07-28 tools/list SHOULD be deterministic).
 [[nodiscard]] std::vector<ToolSpec> sandbox_tools();
 

@@ -212,12 +212,7 @@ int run_mcp(const Context& ctx, const McpCommand& command, std::string_view vers
     }
     mcp::ServerInfo info;
     info.version = std::string(version);
-    info.instructions =
-        "Each sandbox is a disposable Linux microVM (Debian, root, its own disk and network) on this host. "
-        "sandbox_create makes one in about a second; exec runs a command and returns its output; read_file, "
-        "write_file and list_files move files; exec_start runs long jobs (exec_output reads them from an "
-        "offset); host_port gives a web app an HTTPS URL; sandbox_stop keeps everything for later, "
-        "sandbox_fork copies a running sandbox. Delete sandboxes you no longer need.";
+    info.instructions = mcp::kInstructions;
     std::fprintf(stderr, "sbx mcp: serving MCP on stdio for sbxd at %s\n", ctx.client.address().to_string().c_str());
     StdioServer server(ctx, mcp::Protocol(mcp::sandbox_tools(), std::move(info), std::move(*defaults)));
     return server.run();

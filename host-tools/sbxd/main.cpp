@@ -34,6 +34,7 @@
 #include "host-tools/sbxd/http/server.hpp"
 #include "host-tools/sbxd/daemon/hosted_backend.hpp"
 #include "host-tools/sbxd/daemon/hosting.hpp"
+#include "host-tools/sbxd/daemon/mcp_endpoint.hpp"
 #include "host-tools/sbxd/net/host_network.hpp"
 #include "host-tools/sbxd/vmm/cpu_signature.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
@@ -77,6 +78,7 @@ struct Options {
     std::vector<std::string> dns_rebind_ok;  // test-only
     // Hosted ports (docs/sbxd.md, "Hosted ports").
     HostingOptions hosting;
+    McpOptions mcp;  // docs/mcp.md, "/mcp"
     std::string key_name = "default";
     std::string key_sandbox;
     bool key_read_only = false;
@@ -349,6 +351,9 @@ int serve(Store& store, const Options& options) {
                   options.idle_minute_seconds);
     }
     ApiService service(store, driver, info, system_now, &lifecycle);
+    const McpEndpoint mcp(service, mcp::ServerInfo{"sandboxer", "Sandboxer", info.version, mcp::kInstructions},
+                          options.mcp);
+    service.serve_mcp([&mcp](const http::Request& request, const http::PathParams&) { return mcp.handle(request); });
     http::Server server(
         io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
         http::ServerLimits{}, [&service](const http::Request& request) { return service.streams_body(request); });
@@ -516,6 +521,10 @@ int main(int argc, char** argv) {
     app.add_option("--proxy-key", options.hosting.key_path, "the key of --proxy-cert (PEM)");
     app.add_option("--proxy-url-port", options.hosting.url_port,
                    "the port hosted URLs name, when it is not --proxy-listen's (a port forward in front)");
+    app.add_option("--mcp-allowed-origin", options.mcp.allowed_origins,
+                   "an Origin /mcp accepts besides loopback ones (https://ide.example.com); repeatable");
+    app.add_option("--mcp-allowed-host", options.mcp.allowed_hosts,
+                   "a Host name /mcp accepts on TCP besides loopback names and IP addresses; repeatable");
     auto* keys = app.add_subcommand("keys", "manage API keys for TCP listeners");
     keys->require_subcommand(1);
     auto* create = keys->add_subcommand("create", "make a key and print it (once) on stdout");

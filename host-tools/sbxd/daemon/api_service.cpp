@@ -131,6 +131,14 @@ void ApiService::add_routes() {
                              http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
 }
 
+void ApiService::serve_mcp(http::Handler handler) {
+    for (const char* method : {"POST", "GET", "DELETE"}) {
+        // Streamed: the endpoint reads the body under its own limit, and a
+        // long tool call holds a stream thread, not one of the few workers.
+        router_.add(method, kMcpPath, handler, http::BodyMode::Streamed);
+    }
+}
+
 void ApiService::host_route(std::string_view method, std::string_view pattern,
                             Response (ApiService::*handler)(const Request&, const PathParams&) const) {
     router_.add(method, pattern, [this, handler](const Request& request, const PathParams& params) {
@@ -187,7 +195,7 @@ Response ApiService::authorize_and_dispatch(Request& request) const {
     // A read-only key reads: GET and HEAD (RFC 9110 §9.2.1, safe methods),
     // and no WebSocket, which carries exec input and TCP both ways.
     const bool reads = (request.method == "GET" || request.method == "HEAD") && !request.websocket;
-    if (request.principal.read_only && !reads) {
+    if (request.principal.read_only && !reads && request.path != kMcpPath) {
         return Response::error(make_coded_error(api::code::kForbidden, "this API key is read-only: {} {} changes "
                                                 "something (only GET and HEAD, without WebSocket)",
                                                 request.method, request.path),

@@ -61,6 +61,12 @@ public:
     [[nodiscard]] const GuestRoutes& guest() const { return guest_; }
     // The server's BodyPolicy: file uploads stream their bodies.
     [[nodiscard]] bool streams_body(const http::Request& request) const { return router_.streams_body(request); }
+    // POST, GET and DELETE /mcp go to `handler` (mcp_endpoint.hpp) for any
+    // caller that authenticated, scoped or not, read-only included: each
+    // tool call is a request of its own under the key's rules. Called once,
+    // before the server starts.
+    void serve_mcp(http::Handler handler);
+    static constexpr std::string_view kMcpPath = "/mcp";
 
 private:
     using PathParams = http::PathParams;
