@@ -7,8 +7,9 @@
 // connections (reverse forwards). Sandbox sbx_run
 // runs; sbx_off exists and is stopped.
 //
-// Usage: sbxd_guest_fixture SBX_AGENT DIR. Serves DIR/sbxd.sock, prints
-// "listening" once it does, and runs until SIGTERM or SIGINT.
+// Usage: sbxd_guest_fixture SBX_AGENT DIR. Serves DIR/sbxd.sock and TCP on
+// loopback (/mcp too), prints "tcp ADDRESS", "key_host|key_scoped|key_read
+// SECRET" and "listening" once it does, and runs until SIGTERM or SIGINT.
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,13 +19,17 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "base/unix_socket.hpp"
+#include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/daemon/mcp_endpoint.hpp"
 #include "host-tools/sbxd/http/server.hpp"
 
 using namespace sbx;
@@ -164,8 +169,22 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
+    // Keys for the TCP listener: host-wide, scoped to sbx_run, read-only.
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (auto [name, scope, read_only] : {std::tuple{"host", std::optional<std::string>(), false},
+                                          std::tuple{"scoped", std::optional<std::string>("sbx_run"), false},
+                                          std::tuple{"read", std::optional<std::string>(), true}}) {
+        auto key = make_api_key(name, scope, system_now(), KeyLimits{read_only});
+        if (!key || !(*store)->add_api_key(key->record)) {
+            std::fprintf(stderr, "fixture: cannot make the %s key\n", name);
+            return 1;
+        }
+        keys.emplace_back(name, key->secret);
+    }
     FixtureDriver driver(vsock, dir);
     ApiService service(**store, driver, DaemonInfo{"fixture", "test", dir, api::HostLimits{}});
+    const McpEndpoint mcp(service, mcp::ServerInfo{"sandboxer", "Sandboxer", "test", mcp::kInstructions}, {});
+    service.serve_mcp([&mcp](const http::Request& request, const http::PathParams&) { return mcp.handle(request); });
     boost::asio::io_context io;
     boost::asio::thread_pool workers(4);
     int status = 0;
@@ -174,10 +193,15 @@ int main(int argc, char** argv) {
             io, workers, [&service](http::Request request) { return service.handle(std::move(request)); },
             http::ServerLimits{}, [&service](const http::Request& request) { return service.streams_body(request); });
         auto bound = server.listen({http::Transport::Unix, dir + "/sbxd.sock", "", 0});
-        if (!bound) {
-            std::fprintf(stderr, "fixture: %s\n", bound.error().to_string().c_str());
+        auto tcp = server.listen({http::Transport::Tcp, "", "127.0.0.1", 0});
+        if (!bound || !tcp) {
+            std::fprintf(stderr, "fixture: %s\n", (bound ? tcp.error() : bound.error()).to_string().c_str());
             status = 1;
         } else {
+            std::printf("tcp %s\n", tcp->c_str());
+            for (const auto& [name, secret] : keys) {
+                std::printf("key_%s %s\n", name.c_str(), secret.c_str());
+            }
             std::printf("listening\n");
             std::fflush(stdout);
             boost::asio::signal_set signals(io, SIGTERM, SIGINT);
