@@ -25,11 +25,15 @@ case " ${SBXD_PARTS:-abuse} " in *" abuse "*)
   need_cmd gcc "tools/build compiles the static guest tools"
   cp "$("$src/tests/guest/tools/build")/sbx-hostile" "$work/" ;;
 esac
-# The browser part's playwright-core, from the npm registry, which only
-# level 0 reaches: installed here, before level 1, and again only when
-# package-lock.json changed. Without it the part fails and says so.
+# The browser part's playwright-core and the mcp part's MCP SDK, from the
+# npm registry, which only level 0 reaches: installed here, before level 1,
+# and again only when package-lock.json changed. Without them the part
+# fails and says so.
 case " ${SBXD_PARTS:-browser} " in *" browser "*)
   "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-lifecycle: the browser part will fail" >&2 ;;
+esac
+case " ${SBXD_PARTS:-mcp} " in *" mcp "*)
+  "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-lifecycle: the mcp part will fail" >&2 ;;
 esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \

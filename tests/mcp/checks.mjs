@@ -11,8 +11,9 @@ export const TOOLS = ['sandbox_create', 'sandbox_list', 'sandbox_get', 'sandbox_
   'snapshot_delete', 'handoff_session'];
 
 // A tool's structured result; throws with the tool error's text.
-export async function call(client, name, args) {
-  const r = await client.callTool({ name, arguments: args });
+// `timeout`: the client's wait in ms (the SDK's default is 60 s).
+export async function call(client, name, args, timeout = 60000) {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout });
   if (r.isError) {
     const e = new Error(`${name}: ${r.content?.[0]?.text}`);
     e.toolError = JSON.parse(r.content[0].text).error;
@@ -23,8 +24,8 @@ export async function call(client, name, args) {
 }
 
 // The tool error's {code, message}; fails when the call succeeds.
-export async function callError(client, name, args) {
-  const r = await client.callTool({ name, arguments: args });
+export async function callError(client, name, args, timeout = 60000) {
+  const r = await client.callTool({ name, arguments: args }, undefined, { timeout });
   assert.equal(r.isError, true, `${name} ${JSON.stringify(args)} should fail: ${JSON.stringify(r)}`);
   return JSON.parse(r.content[0].text).error;
 }
