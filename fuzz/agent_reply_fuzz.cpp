@@ -84,7 +84,7 @@ Result<void> discard(std::span<const std::uint8_t>) { return ok(); }
 void drive(AgentClient& client, std::uint8_t op) {
     const ExecRequest request{.argv = {"x"}};
     const OutputSink sink = [](Channel, std::uint64_t, std::span<const std::uint8_t>) {};
-    switch (op % 18) {
+    switch (op % 19) {
         case 0: (void)client.health(); break;
         case 1: (void)files::stat(client, "/f"); break;
         case 2: (void)files::list(client, "/d"); break;
@@ -108,6 +108,11 @@ void drive(AgentClient& client, std::uint8_t op) {
                 std::memset(buffer.data(), 0, n);
                 return n;
             });
+            break;
+        }
+        case 17: {
+            const std::string big(kStdinChunk + 100, 'x');  // two requests
+            (void)proc_stdin(client, "p1", std::span(reinterpret_cast<const std::uint8_t*>(big.data()), big.size()), true);
             break;
         }
         default:
@@ -154,7 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         using namespace std::chrono_literals;
         auto client = AgentClient::handshake(std::move(client_end), "token", 2s, 2s);
         if (client) {
-            if (op % 18 == 17 && (data[1] & 2) != 0) {
+            if (op % 19 == 18 && (data[1] & 2) != 0) {
                 (void)open_tcp(std::move(*client), "127.0.0.1", 80);
             } else {
                 drive(*client, op);

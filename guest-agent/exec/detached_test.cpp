@@ -3,6 +3,7 @@
 // limits, offset_gone, and hostile requests.
 #include <doctest/doctest.h>
 
+#include "base/base64.hpp"
 #include "guest-agent/exec/exec_test_util.hpp"
 #include "guest-agent/exec/process_table.hpp"
 
@@ -211,6 +212,71 @@ TEST_CASE("proc_signal, proc_remove and a detached timeout") {
 
     auto on_tty = start(client, ExecRequest{.argv = {"tty"}, .pty = PtySize{}});
     CHECK(follow_all(client, on_tty.id).starts_with("/dev/pts/"));
+}
+
+TEST_CASE("proc_stdin feeds a detached process's stdin and never blocks on it") {
+    ExecHarness h;
+    auto client = h.connect();
+    const auto bytes = [](const std::string& text) {
+        return std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
+    };
+    auto cat = start(client, ExecRequest{.argv = {"cat"}, .stdin_open = true});
+    auto wrote = proc_stdin(client, cat.id, bytes("hello\n"), false);
+    REQUIRE(wrote);
+    CHECK(wrote->written == 6);
+    CHECK(wrote->open);
+    wrote = proc_stdin(client, cat.id, bytes("bye\n"), true);  // then EOF: cat ends
+    REQUIRE(wrote);
+    CHECK(wrote->written == 4);
+    CHECK_FALSE(wrote->open);
+    AttachResult end;
+    CHECK(follow_all(client, cat.id, 0, &end) == "hello\nbye\n");
+    CHECK(end.exit.code == 0);
+    wrote = proc_stdin(client, cat.id, bytes("late"), false);  // closed: nothing goes, no error
+    REQUIRE(wrote);
+    CHECK(wrote->written == 0);
+    CHECK_FALSE(wrote->open);
+
+    // A process that does not read: its pipe takes what fits, then nothing,
+    // and every call returns at once.
+    auto sleeper = start(client, ExecRequest{.argv = {"sleep", "1000"}, .stdin_open = true});
+    const std::string big(1u << 20, 'x');
+    wrote = proc_stdin(client, sleeper.id, bytes(big), false);
+    REQUIRE(wrote);
+    CHECK(wrote->written < big.size());
+    CHECK(wrote->open);
+    wrote = proc_stdin(client, sleeper.id, bytes(big), true);
+    REQUIRE(wrote);
+    CHECK(wrote->written == 0);
+    CHECK(wrote->open);  // eof waits for everything to have gone
+    REQUIRE(proc_signal(client, sleeper.id, SIGKILL));
+
+    // A process that closed its stdin: the write finds EPIPE, and says closed.
+    auto closer = start(client, ExecRequest{.shell = "exec 0<&-; sleep 1000", .stdin_open = true});
+    REQUIRE(eventually([&] {
+        auto w = proc_stdin(client, closer.id, bytes("x"), false);
+        return w && !w->open;
+    }));
+    REQUIRE(proc_signal(client, closer.id, SIGKILL));
+
+    // Without stdin, too much at once, an unknown id, and on a terminal.
+    auto plain = start(client, ExecRequest{.argv = {"sleep", "1000"}});
+    auto refused = proc_stdin(client, plain.id, bytes("x"), false);
+    REQUIRE_FALSE(refused);
+    CHECK(error_code(refused.error()) == "bad_request");
+    // More than one request's data, sent raw.
+    std::string long_data(kStdinChunk + 1, 'y');
+    auto too_much = client.call("proc_stdin", Json{{"id", plain.id}, {"data", base64_encode(long_data)}});
+    REQUIRE_FALSE(too_much);
+    CHECK(error_code(too_much.error()) == "bad_request");
+    refused = proc_stdin(client, "p0000000000000000", bytes("x"), false);
+    REQUIRE_FALSE(refused);
+    CHECK(error_code(refused.error()) == "not_found");
+    REQUIRE(proc_signal(client, plain.id, SIGKILL));
+    auto tty = exec_detached(client, ExecRequest{.argv = {"cat"}, .stdin_open = true, .pty = PtySize{}});
+    REQUIRE_FALSE(tty);
+    CHECK(error_code(tty.error()) == "bad_request");
+    CHECK(client.health());  // the session went on through all of it
 }
 
 TEST_CASE("offsets older than the retained output are offset_gone, with the first retained offset") {

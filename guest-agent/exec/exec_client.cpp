@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/base64.hpp"
+
 namespace sbx::agent {
 namespace {
 
@@ -419,6 +421,32 @@ Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig) {
         return client.abandon(running.error().context("proc_signal"));
     }
     return *running;
+}
+
+Result<StdinWritten> proc_stdin(AgentClient& client, std::string_view id, std::span<const std::uint8_t> bytes,
+                                bool eof) {
+    StdinWritten out;
+    do {
+        const auto chunk = bytes.subspan(out.written, std::min(kStdinChunk, bytes.size() - out.written));
+        const bool last = out.written + chunk.size() == bytes.size();
+        const std::string_view text(reinterpret_cast<const char*>(chunk.data()), chunk.size());
+        auto reply = call_expecting(client, "proc_stdin",
+                                    Json{{"id", id}, {"data", base64_encode(text)}, {"eof", eof && last}}, "result");
+        if (!reply) {
+            return reply.error();
+        }
+        auto written = reply_u64(*reply, "written", chunk.size());
+        auto open = reply_bool(*reply, "open");
+        if (!written || !open) {
+            return client.abandon(make_error("proc_stdin: a reply without written (at most what was sent) and open"));
+        }
+        out.written += *written;
+        out.open = *open;
+        if (*written < chunk.size()) {
+            break;  // the pipe is full (or closed)
+        }
+    } while (out.open && out.written < bytes.size());
+    return out;
 }
 
 Result<void> proc_remove(AgentClient& client, std::string_view id) {

@@ -30,7 +30,8 @@ struct ExecRequest {
     std::string cwd{};   // "": the user's home
     std::string user{};  // "": root
     // exec(): sent as the process's stdin, then EOF. ExecSession: set
-    // stdin_open instead and write it yourself. Neither: /dev/null.
+    // stdin_open instead and write it yourself; exec_detached: stdin_open
+    // keeps a pipe that proc_stdin writes. Neither: /dev/null.
     std::optional<std::string> stdin_data{};
     bool stdin_open = false;
     std::chrono::milliseconds timeout{0};  // 0: none
@@ -135,5 +136,15 @@ inline constexpr std::size_t kMaxProcListEntries = 4096;  // the agent keeps at 
 // Ok(false) when the process had exited already and nothing was sent.
 [[nodiscard]] Result<bool> proc_signal(AgentClient& client, std::string_view id, int sig);
 [[nodiscard]] Result<void> proc_remove(AgentClient& client, std::string_view id);
+// Writes to a detached process's stdin what its pipe takes now (in
+// proc_stdin requests of kStdinChunk bytes, until one is not taken whole);
+// with `eof`, closes it once all went.
+inline constexpr std::size_t kStdinChunk = 32 * 1024;
+struct StdinWritten {
+    std::uint64_t written = 0;
+    bool open = true;  // false: closed (by eof, or by the process)
+};
+[[nodiscard]] Result<StdinWritten> proc_stdin(AgentClient& client, std::string_view id,
+                                              std::span<const std::uint8_t> bytes, bool eof);
 
 }  // namespace sbx::agent

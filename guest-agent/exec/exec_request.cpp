@@ -143,8 +143,8 @@ Result<ExecSpec> parse_exec_request(const Json& request, const std::string& env_
     if (*timeout < 0 || *timeout > kMaxTimeoutMs) {
         return make_error("\"timeout_ms\" must be between 0 and {}", kMaxTimeoutMs);
     }
-    if (*detach && *stdin_pipe) {
-        return make_error("a detached process has no client to send stdin: \"stdin\" must be false");
+    if (*detach && *stdin_pipe && *pty) {
+        return make_error("a detached process on a pseudo-terminal takes no stdin: \"stdin\" must be false");
     }
     if (has_nul(*user_name) || has_nul(*cwd)) {
         return make_error("\"user\" and \"cwd\" must not contain NUL");

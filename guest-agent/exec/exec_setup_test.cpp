@@ -202,7 +202,7 @@ TEST_CASE("bad requests get the right error and the session goes on") {
     expect_code(Json{{"argv", {"true"}}, {"user", 0}}, "bad_request");
     expect_code(Json{{"argv", {"true"}}, {"user", ""}}, "bad_request");
     expect_code(Json{{"argv", {"true"}}, {"cwd", 7}}, "bad_request");
-    expect_code(Json{{"argv", {"true"}}, {"detach", true}, {"stdin", true}}, "bad_request");
+    expect_code(Json{{"argv", {"true"}}, {"detach", true}, {"stdin", true}, {"pty", Json::object()}}, "bad_request");
     // Errors quoting a request as large as a message still fit in one.
     const std::string huge(60000, 'x');
     expect_code(Json{{"argv", {"true"}}, {"user", huge}}, "not_found");

@@ -1,11 +1,12 @@
 // The proc_* ops on detached processes (docs/agent-protocol.md,
-// "proc_attach", "proc_status, proc_list, proc_signal, proc_remove").
+// "proc_attach", "proc_status, proc_list, proc_signal, proc_stdin, proc_remove").
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <csignal>
 
+#include "base/base64.hpp"
 #include "guest-agent/exec/exec_ops.hpp"
 #include "guest-agent/exec/process_table.hpp"
 
@@ -13,6 +14,8 @@ namespace sbx::agent {
 namespace {
 
 constexpr std::size_t kTailBytes = 4096;
+// One proc_stdin's data, decoded: its base64 inside a JSON frame (kMaxJsonBody).
+constexpr std::size_t kMaxStdinBytes = 32 * 1024;
 
 Result<void> unknown_process(Session& session, std::string_view id) {
     return reply_error(session, errno_error(fmt::format("no detached process \"{}\"", id), ENOENT));
@@ -246,6 +249,32 @@ Result<void> proc_signal(Session& session, const Json& request) {
     return session.stream().write_message(Json{{"type", "result"}, {"running", sent}});
 }
 
+// {"id","data"?:"<base64>","eof"?:false} -> {"written":N,"open":bool}
+Result<void> proc_stdin(Session& session, const Json& request) {
+    auto data = get_string(request, "data", "");
+    auto eof = get_bool(request, "eof", false);
+    if (!data || !eof) {
+        return data ? eof.error() : data.error();
+    }
+    auto bytes = base64_decode(*data);
+    if (!bytes) {
+        return make_error("\"data\" must be padded base64");
+    }
+    if (bytes->size() > kMaxStdinBytes) {
+        return make_error("\"data\" may carry at most {} bytes", kMaxStdinBytes);
+    }
+    auto process = find_process(session, request);
+    if (!process || !*process) {
+        return process ? ok() : Result<void>(process.error());
+    }
+    auto wrote = (*process)->write_stdin(
+        std::span(reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size()), *eof);
+    if (!wrote) {
+        return reply_error(session, wrote.error());
+    }
+    return session.stream().write_message(Json{{"type", "result"}, {"written", wrote->written}, {"open", wrote->open}});
+}
+
 Result<void> proc_remove(Session& session, const Json& request) {
     auto id = get_string(request, "id");
     if (!id) {
@@ -264,6 +293,7 @@ void register_proc_ops(OpTable& ops) {
     ops.emplace("proc_status", proc_status);
     ops.emplace("proc_list", proc_list);
     ops.emplace("proc_signal", proc_signal);
+    ops.emplace("proc_stdin", proc_stdin);
     ops.emplace("proc_remove", proc_remove);
 }
 

@@ -46,12 +46,36 @@ DetachedProcess::DetachedProcess(std::string id, Json command, SpawnedProcess pr
       started_at_ms_(unix_ms()),
       child_(process.child),
       process_(std::move(process)),
+      had_stdin_(static_cast<bool>(process_.in)),
       log_(log_capacity),
       pump_([this] { pump(); }) {}
 
 DetachedProcess::~DetachedProcess() {
     child_->signal_group(SIGKILL);
     pump_.join();
+}
+
+Result<DetachedProcess::StdinWrite> DetachedProcess::write_stdin(std::span<const std::uint8_t> bytes, bool eof) {
+    std::lock_guard lock(stdin_mutex_);
+    if (!had_stdin_) {
+        return make_error(fmt::format("process {} was started without stdin (exec with \"stdin\": true)", id_));
+    }
+    StdinWrite out;
+    while (process_.in && out.written < bytes.size()) {
+        const ssize_t n = ::write(process_.in.get(), bytes.data() + out.written, bytes.size() - out.written);
+        if (n >= 0) {
+            out.written += static_cast<std::size_t>(n);
+        } else if (errno == EAGAIN) {
+            break;  // the pipe is full: the process has not read it yet
+        } else if (errno != EINTR) {
+            process_.in.reset();  // EPIPE: the process closed its stdin; what comes is dropped
+        }
+    }
+    if (eof && out.written == bytes.size()) {
+        process_.in.reset();
+    }
+    out.open = static_cast<bool>(process_.in);
+    return out;
 }
 
 void DetachedProcess::pump() {

@@ -63,6 +63,17 @@ public:
     };
     [[nodiscard]] Read read(std::uint64_t offset, std::size_t max_bytes) const;
 
+    // Writes what the process's stdin pipe takes now, never blocking (0
+    // when the pipe is full: the client sends the rest later); with `eof`,
+    // closes it once all of `bytes` went. `open` false once it is closed,
+    // by an eof or by the process (EPIPE). An error (bad_request) when it was
+    // started without stdin.
+    struct StdinWrite {
+        std::size_t written = 0;
+        bool open = true;
+    };
+    [[nodiscard]] Result<StdinWrite> write_stdin(std::span<const std::uint8_t> bytes, bool eof);
+
     // Readers' eventfds, written whenever the log grows or the process ends.
     void watch(int event_fd);
     void unwatch(int event_fd);
@@ -76,6 +87,9 @@ private:
     const std::int64_t started_at_ms_;
     std::shared_ptr<Child> child_;
     SpawnedProcess process_;
+
+    std::mutex stdin_mutex_;  // process_.in: written by proc_stdin, never by the pump
+    bool had_stdin_ = false;
 
     mutable std::mutex mutex_;
     OutputLog log_;
