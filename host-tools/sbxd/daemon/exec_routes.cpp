@@ -53,11 +53,13 @@ Result<ExecBody> parse_exec_fields(json object, ExecForm form) {
     // Over a WebSocket stdin is its binary messages, and nothing detaches.
     Result<std::optional<std::string>> stdin_text = std::optional<std::string>();
     Result<std::optional<bool>> detach = std::optional<bool>();
+    Result<std::optional<bool>> stdin_open = std::optional<bool>();
     if (form == ExecForm::Http) {
         stdin_text = fields.string("stdin");
         detach = fields.boolean("detach");
+        stdin_open = fields.boolean("stdinOpen");
     }
-    if (auto error = first_error(shell, env, cwd, user, timeout, stdin_text, detach)) {
+    if (auto error = first_error(shell, env, cwd, user, timeout, stdin_text, detach, stdin_open)) {
         return *error;
     }
     if (auto r = fields.finish(); !r) {
@@ -91,9 +93,15 @@ Result<ExecBody> parse_exec_fields(json object, ExecForm form) {
     out.request.user = user->value_or("");
     out.request.timeout = std::chrono::milliseconds(timeout->value_or(0));
     out.detach = detach->value_or(false);
+    if (stdin_open->value_or(false)) {
+        if (!out.detach) {
+            return api::invalid_argument("stdinOpen is for a detached process (an attached one takes stdin)");
+        }
+        out.request.stdin_open = true;  // written with POST …/processes/{proc}/stdin
+    }
     if (*stdin_text) {
         if (out.detach) {
-            return api::invalid_argument("stdin cannot be given to a detached process");
+            return api::invalid_argument("stdin cannot be given to a detached process (stdinOpen, then POST …/stdin)");
         }
         auto bytes = base64_decode(**stdin_text);
         if (!bytes) {

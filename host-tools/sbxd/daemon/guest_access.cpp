@@ -140,6 +140,7 @@ void GuestRoutes::add_routes(const RouteAdder& add) {
     route("GET", base + "/processes/{proc}", &GuestRoutes::get_process);
     route("GET", base + "/processes/{proc}/output", &GuestRoutes::process_output);
     route("POST", base + "/processes/{proc}/signal", &GuestRoutes::signal_process);
+    route("POST", base + "/processes/{proc}/stdin", &GuestRoutes::process_stdin);
     route("GET", base + "/files", &GuestRoutes::get_file);
     route("PUT", base + "/files", &GuestRoutes::put_file, BodyMode::Streamed);
     route("DELETE", base + "/files", &GuestRoutes::remove_file);

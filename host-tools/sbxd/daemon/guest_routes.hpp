@@ -99,6 +99,7 @@ private:
     Response get_process(const Request& request, const PathParams& params) const;
     Response process_output(const Request& request, const PathParams& params) const;
     Response signal_process(const Request& request, const PathParams& params) const;
+    Response process_stdin(const Request& request, const PathParams& params) const;
     Response get_file(const Request& request, const PathParams& params) const;
     Response put_file(const Request& request, const PathParams& params) const;
     Response stat_file(const Request& request, const PathParams& params) const;

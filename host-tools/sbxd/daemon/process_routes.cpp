@@ -265,4 +265,38 @@ Response GuestRoutes::signal_process(const Request& request, const PathParams& p
     return Response::ok({{"delivered", *sent}}, request.request_id);
 }
 
+// {"data":"<base64>","eof":false} -> {"written":N,"open":bool}: what the
+// process's stdin pipe took now (docs/api.md); the rest is the client's to
+// send again.
+Response GuestRoutes::process_stdin(const Request& request, const PathParams& params) const {
+    auto body = api::parse_body(request.body);
+    if (!body) {
+        return Response::error(body.error(), request.request_id);
+    }
+    api::Fields fields(*body);
+    auto data = fields.string("data");
+    auto eof = fields.boolean("eof");
+    if (!data || !eof) {
+        return Response::error(data ? eof.error() : data.error(), request.request_id);
+    }
+    if (auto r = fields.finish(); !r) {
+        return Response::error(r.error(), request.request_id);
+    }
+    auto bytes = base64_decode(data->value_or(""));
+    if (!bytes) {
+        return Response::error(api::invalid_argument("data: " + bytes.error().message), request.request_id);
+    }
+    auto client = connect(params.at("id"));
+    if (!client) {
+        return Response::error(client.error(), request.request_id);
+    }
+    auto wrote = agent::proc_stdin(**client, params.at("proc"),
+                                   std::span(reinterpret_cast<const std::uint8_t*>(bytes->data()), bytes->size()),
+                                   eof->value_or(false));
+    if (!wrote) {
+        return Response::error(guest_error(wrote.error()), request.request_id);
+    }
+    return Response::ok({{"written", wrote->written}, {"open", wrote->open}}, request.request_id);
+}
+
 }  // namespace sbx::sbxd

@@ -103,6 +103,27 @@ api -N --max-time 20 "$base/processes/$proc2/output" >"$tmp/sse3" || true
 grep -q '^data: {"exitCode":null,"signal":15}' "$tmp/sse3" || fail "signal exit: $(cat "$tmp/sse3")"
 [ "$(status sigbad -X POST "$base/processes/$proc2/signal" -d '{"signal":"NOPE"}')" = 400 ] || fail "bad signal"
 
+# 4a. Stdin for a detached process (stdinOpen): written in pieces, then EOF.
+[ "$(status det3 -X POST "$base/exec" -d "{\"command\":[\"cat\"],\"user\":\"$uid\",\"detach\":true,\"stdinOpen\":true}")" = 201 ] ||
+  fail "detach with stdinOpen: $(cat "$tmp/det3")"
+proc3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["id"])' "$tmp/det3")
+[ "$(status in1 -X POST "$base/processes/$proc3/stdin" -d "{\"data\":\"$(printf 'hello\n' | base64)\"}")" = 200 ] || fail "stdin: $(cat "$tmp/in1")"
+py in1 'b["written"] == 6 and b["open"]'
+[ "$(status in2 -X POST "$base/processes/$proc3/stdin" -d "{\"data\":\"$(printf 'bye\n' | base64)\",\"eof\":true}")" = 200 ] || fail "stdin eof: $(cat "$tmp/in2")"
+py in2 'b["written"] == 4 and not b["open"]'
+api -N --max-time 20 "$base/processes/$proc3/output" >"$tmp/sse4" || true
+python3 - "$tmp/sse4" <<'PY' || fail "stdin's output: $(cat "$tmp/sse4")"
+import base64, sys
+blocks = [dict(l.split(": ", 1) for l in b.split("\n") if ": " in l) for b in open(sys.argv[1]).read().split("\n\n")]
+data = b"".join(base64.b64decode(b["data"]) for b in blocks if b.get("event") == "output")
+assert data == b"hello\nbye\n", data
+assert blocks[-2]["event"] == "exit" and blocks[-2]["data"] == '{"exitCode":0,"signal":null}', blocks[-2:]
+PY
+[ "$(status in_bad -X POST "$base/exec" -d "{\"command\":[\"cat\"],\"user\":\"$uid\",\"stdinOpen\":true}")" = 400 ] || fail "stdinOpen attached"
+[ "$(status in_none -X POST "$base/processes/$proc2/stdin" -d '{"data":"eA=="}')" = 400 ] || fail "stdin to a process without: $(cat "$tmp/in_none")"
+[ "$(status in_b64 -X POST "$base/processes/$proc3/stdin" -d '{"data":"!!"}')" = 400 ] || fail "stdin not base64"
+[ "$(status in_unknown -X POST "$base/processes/p0000000000000000/stdin" -d '{"data":""}')" = 404 ] || fail "stdin unknown process"
+
 # 4b. A client that leaves an attached exec ends its process.
 api -N --max-time 1 -X POST "$base/exec" -d "{\"command\":[\"sleep\",\"301.25\"],\"user\":\"$uid\"}" >/dev/null 2>&1 || true
 for _ in $(seq 50); do pgrep -f 'sleep 301.25' >/dev/null || break; sleep 0.1; done
@@ -110,7 +131,7 @@ if pgrep -f 'sleep 301.25' >/dev/null; then fail "the exec outlived its client";
 
 # 5. History: every exec with its exit code (the killed one as 128 + 15).
 status hist "$base/history" >/dev/null
-py hist '[h["exitCode"] for h in b["history"]] == [3, 0, 0, 143, None]'
+py hist '[h["exitCode"] for h in b["history"]] == [3, 0, 0, 143, 0, None]'
 py hist 'b["history"][0]["command"] == ["/bin/sh", "-c", "cat; echo err >&2; exit 3"]'
 
 # 6. Files: a multi-MiB put and get with matching sha256, stat, list, mkdir, remove.
