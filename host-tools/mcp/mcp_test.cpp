@@ -130,7 +130,7 @@ TEST_CASE("every tool is well described and its schemas stay in the checked subs
     }
     for (const char* wanted : {"sandbox_create", "sandbox_list", "sandbox_get", "sandbox_delete", "sandbox_stop",
                                "sandbox_resume", "sandbox_fork", "exec", "exec_start", "exec_status", "exec_output",
-                               "exec_signal", "read_file", "write_file", "list_files", "host_port", "unhost_port",
+                               "exec_signal", "write_stdin", "read_file", "write_file", "list_files", "host_port", "unhost_port",
                                "snapshot_create", "snapshot_list", "snapshot_delete", "handoff_session"}) {
         CAPTURE(wanted);
         CHECK(std::any_of(tools.begin(), tools.end(), [&](const Json& t) { return t["name"] == wanted; }));
@@ -249,6 +249,25 @@ TEST_CASE("exec_start, exec_output from an offset, exec_status") {
     CHECK(bed.call("exec_status", {{"sandbox", "s"}, {"process", "p1"}})["structuredContent"]["tail"] == "tail\n");
     bed.api.answer(400, R"({"ok":false,"status":400,"code":"invalid_argument","message":"offset 99 is past the end"})");
     CHECK(Bed::error_of(bed.call("exec_output", {{"sandbox", "s"}, {"process", "p1"}, {"offset", 99}}))["code"] ==
+          "invalid_argument");
+}
+
+TEST_CASE("exec_start with openStdin, and write_stdin until the process took it all") {
+    Bed bed;
+    bed.api.answer(201, R"({"ok":true,"process":{"id":"p2","pid":8}})");
+    bed.call("exec_start", {{"sandbox", "s"}, {"command", {"cat"}}, {"openStdin", true}});
+    CHECK(Json::parse(bed.api.calls.at(0).body) == Json{{"command", {"cat"}}, {"detach", true}, {"stdinOpen", true}});
+    bed.api.answer(200, R"({"ok":true,"written":2,"open":true})");  // the pipe took part of it
+    bed.api.answer(200, R"({"ok":true,"written":3,"open":false})");  // the rest, then EOF
+    Json r = bed.call("write_stdin", {{"sandbox", "s"}, {"process", "p2"}, {"text", "hello"}, {"eof", true}})["structuredContent"];
+    CHECK(r == Json{{"written", 5}, {"open", false}, {"complete", true}});
+    CHECK(bed.api.calls.at(1).target == "/v1/sandboxes/s/processes/p2/stdin");
+    CHECK(Json::parse(bed.api.calls.at(1).body) == Json{{"data", base64_encode("hello")}, {"eof", true}});
+    CHECK(Json::parse(bed.api.calls.at(2).body) == Json{{"data", base64_encode("llo")}, {"eof", true}});
+    bed.api.answer(200, R"({"ok":true,"written":0,"open":false})");  // the process closed its stdin
+    r = bed.call("write_stdin", {{"sandbox", "s"}, {"process", "p2"}, {"base64", base64_encode("\x01\x02")}})["structuredContent"];
+    CHECK(r == Json{{"written", 0}, {"open", false}, {"complete", false}});
+    CHECK(Bed::error_of(bed.call("write_stdin", {{"sandbox", "s"}, {"process", "p2"}, {"text", "a"}, {"base64", "YQ=="}}))["code"] ==
           "invalid_argument");
 }
 

@@ -1,6 +1,10 @@
 // Commands in a sandbox: exec (attached, the whole result at once) and the
 // detached ones for long jobs (exec_start, exec_status, exec_output from
-// an offset, exec_signal), over docs/api.md "Exec, processes and files".
+// an offset, write_stdin, exec_signal), over docs/api.md "Exec, processes
+// and files".
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "base/base64.hpp"
@@ -14,6 +18,8 @@ namespace {
 constexpr std::size_t kDefaultOutput = 64 * 1024;
 constexpr std::size_t kMaxOutput = 5 * 1024 * 1024;
 constexpr std::int64_t kDefaultTimeoutMs = 60'000;
+constexpr std::size_t kStdinPiece = 512 * 1024;  // one POST …/stdin (its base64 under the API's 1 MiB body)
+constexpr auto kStdinPatience = std::chrono::seconds(10);
 
 // The command fields every exec tool takes (docs/api.md POST …/exec).
 constexpr const char* kCommandFields = R"(
@@ -160,6 +166,9 @@ Result<Json> start(const Json& args, ToolContext& ctx) {
         return body.error();
     }
     (*body)["detach"] = true;
+    if (args.value("openStdin", false)) {
+        (*body)["stdinOpen"] = true;
+    }
     auto answer = call_json(ctx.api, post(sandbox_path(args, "/exec"), *body));
     if (!answer) {
         return answer.error();
@@ -183,6 +192,42 @@ Result<Json> status(const Json& args, ToolContext& ctx) {
     auto tail = base64_decode(process.value("tail", ""));
     process["tail"] = tail ? to_utf8(*tail) : std::string();
     return process;
+}
+
+// POST …/stdin until all of it went (the pipe takes what the process has
+// read room for), for at most kStdinPatience; what went and whether it is open.
+Result<Json> write_stdin(const Json& args, ToolContext& ctx) {
+    if (args.contains("text") && args.contains("base64")) {
+        return make_coded_error("invalid_argument", "give text or base64, not both");
+    }
+    std::string bytes = args.value("text", "");
+    if (args.contains("base64")) {
+        auto decoded = base64_decode(args["base64"].get<std::string>());
+        if (!decoded) {
+            return make_coded_error("invalid_argument", "base64: {}", decoded.error().message);
+        }
+        bytes = std::move(*decoded);
+    }
+    const bool eof = args.value("eof", false);
+    const auto deadline = std::chrono::steady_clock::now() + kStdinPatience;
+    std::size_t sent = 0;
+    bool open = true;
+    do {
+        const std::string_view rest = std::string_view(bytes).substr(sent, kStdinPiece);
+        const bool last = sent + rest.size() == bytes.size();
+        auto answer = call_json(ctx.api, post(process_path(args, "/stdin"),
+                                              Json{{"data", base64_encode(rest)}, {"eof", eof && last}}));
+        if (!answer) {
+            return answer.error();
+        }
+        const std::size_t written = answer->value("written", std::size_t{0});
+        sent += std::min(written, rest.size());
+        open = answer->value("open", false);
+        if (written < rest.size() && open) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the process reads at its pace
+        }
+    } while (open && sent < bytes.size() && std::chrono::steady_clock::now() < deadline);
+    return Json{{"written", sent}, {"open", open}, {"complete", sent == bytes.size()}};
 }
 
 // GET …/output?offset=N&follow=false: the output there now as server-sent
@@ -287,7 +332,8 @@ void add_exec_tools(std::vector<ToolSpec>& tools) {
         "Starts a command that runs on its own (a build, a server, a training run) and returns its process id at "
         "once. Its output is kept (the last 16 MiB): read it with exec_output, check it with exec_status.",
         schema(exec_input(R"(,
-          "timeoutMs":{"type":"integer","minimum":0,"maximum":1000000000000,"description":"Kill it after this long (default: never)."})")
+          "timeoutMs":{"type":"integer","minimum":0,"maximum":1000000000000,"description":"Kill it after this long (default: never)."},
+          "openStdin":{"type":"boolean","description":"Keep its standard input open for write_stdin (default: none)."})")
                    .c_str()),
         schema(R"({"type":"object","required":["process"],"properties":{"process":{"type":"string"},"pid":{"type":"integer"}}})"),
         hints(false, true, false), start});
@@ -312,6 +358,17 @@ void add_exec_tools(std::vector<ToolSpec>& tools) {
           "output":{"type":"string"},"offset":{"type":"integer"},"nextOffset":{"type":"integer"},"more":{"type":"boolean"},
           "running":{"type":"boolean"},"exitCode":{"type":["integer","null"]},"signal":{"type":["integer","null"]}}})"),
         hints(true, false, true), output});
+    tools.push_back(ToolSpec{
+        "write_stdin", "Write to a started command's input",
+        "Sends text (or base64 bytes) to the standard input of a command started with exec_start openStdin; "
+        "eof closes it (e.g. to end cat, or a REPL). Waits up to 10 s for the command to read it.",
+        schema(R"({"type":"object","additionalProperties":false,"required":["sandbox","process"],"properties":{
+          "sandbox":{"type":"string","minLength":1},"process":{"type":"string","minLength":1},
+          "text":{"type":"string","maxLength":5242880},"base64":{"type":"string","maxLength":7000000},
+          "eof":{"type":"boolean","description":"Close its input after this (default false)."}}})"),
+        schema(R"({"type":"object","required":["written","open"],"properties":{"written":{"type":"integer"},
+          "open":{"type":"boolean"},"complete":{"type":"boolean"}}})"),
+        hints(false, true, false), write_stdin});
     tools.push_back(ToolSpec{
         "exec_signal", "Signal a started command",
         "Sends a signal (TERM, KILL, INT, HUP, …, or a number) to the command's process group.",

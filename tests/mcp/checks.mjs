@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 
 export const TOOLS = ['sandbox_create', 'sandbox_list', 'sandbox_get', 'sandbox_delete', 'sandbox_stop',
-  'sandbox_resume', 'sandbox_fork', 'exec', 'exec_start', 'exec_status', 'exec_output', 'exec_signal',
+  'sandbox_resume', 'sandbox_fork', 'exec', 'exec_start', 'exec_status', 'exec_output', 'exec_signal', 'write_stdin',
   'read_file', 'write_file', 'list_files', 'host_port', 'unhost_port', 'snapshot_create', 'snapshot_list',
   'snapshot_delete', 'handoff_session'];
 
@@ -74,7 +74,8 @@ export async function checkExecAndFiles(client, { sandbox, dir, user }) {
   assert.equal((await callError(client, 'exec', { sandbox, shell: 'true', colour: 1 })).code, 'invalid_argument');
 }
 
-// A long job read from offsets: every byte once, then its exit.
+// A long job read from offsets: every byte once, then its exit; a command
+// fed through write_stdin; a signal.
 export async function checkLongJob(client, { sandbox, user }) {
   const u = user ? { user } : {};
   const { process } = await call(client, 'exec_start', {
@@ -93,6 +94,19 @@ export async function checkLongJob(client, { sandbox, user }) {
   const st = await call(client, 'exec_status', { sandbox, process });
   assert.deepEqual([st.running, st.exitCode], [false, 0]);
   assert.ok(st.tail.endsWith('line30\n'));
+  // A command reading its input: write_stdin, then eof ends it.
+  const cat = await call(client, 'exec_start', { sandbox, command: ['cat'], openStdin: true, ...u });
+  assert.deepEqual(await call(client, 'write_stdin', { sandbox, process: cat.process, text: 'hello\n' }),
+    { written: 6, open: true, complete: true });
+  assert.deepEqual(await call(client, 'write_stdin', { sandbox, process: cat.process, text: 'bye\n', eof: true }),
+    { written: 4, open: false, complete: true });
+  let echoed;
+  for (let i = 0; i < 100; i++) {
+    echoed = await call(client, 'exec_output', { sandbox, process: cat.process });
+    if (!echoed.running) break;
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  assert.deepEqual([echoed.output, echoed.exitCode], ['hello\nbye\n', 0]);
   const sleeper = await call(client, 'exec_start', { sandbox, command: ['sleep', '60'], ...u });
   assert.equal((await call(client, 'exec_signal', { sandbox, process: sleeper.process, signal: 'TERM' })).delivered, true);
   for (let i = 0; i < 100; i++) {
