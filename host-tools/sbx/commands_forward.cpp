@@ -17,6 +17,7 @@
 #include "guest-agent/forward/forward_client.hpp"
 #include "guest-agent/forward/tcp_socket.hpp"
 #include "host-tools/sbx/commands.hpp"
+#include "host-tools/sbx/forward_listener.hpp"
 #include "host-tools/sbx/ssh_setup.hpp"
 #include "host-tools/sbx/tcp_bridge.hpp"
 
@@ -51,22 +52,6 @@ private:
     UniqueFd fd_;
 };
 
-struct OpenedWs {
-    std::unique_ptr<WsExecClient> client;
-    std::optional<Failure> failure;
-};
-
-OpenedWs open_ws(const Context& ctx, const std::string& ws_target) {
-    auto opened = WsExecClient::open(ctx.client.address(), ctx.client.api_key(), ws_target);
-    if (!opened) {
-        return {nullptr, explained(ctx, failure_of(opened.error()))};
-    }
-    if (opened->declined) {
-        return {nullptr, explained(ctx, failure_of(*opened->declined))};
-    }
-    return {std::move(opened->client), std::nullopt};
-}
-
 // Events from connection threads, one whole line at a time.
 class Reporter {
 public:
@@ -85,85 +70,34 @@ private:
     std::mutex mutex_;
 };
 
-// Closes with a reset, so a local client whose forward failed sees an error.
-void reset(UniqueFd connection) {
-    linger hard_close{1, 0};
-    ::setsockopt(connection.get(), SOL_SOCKET, SO_LINGER, &hard_close, sizeof hard_close);
-}
-
-void forward_one(const Context& ctx, Reporter& reporter, const std::string& ws_target, UniqueFd local,
-                 int abort_fd) {
-    auto ws = open_ws(ctx, ws_target);
-    if (!ws.client) {
-        reporter.connection_failed("a local connection", ws.failure->message);
-        return reset(std::move(local));
-    }
-    BridgeEnd end = carry(*ws.client, LocalStream{local.get(), local.get(), true}, abort_fd);
-    if (!end.clean()) {
-        reporter.connection_failed("a local connection", end.describe());
-        reset(std::move(local));
-    }
-}
-
 int run_local_forward(const Context& ctx, const ForwardCommand& command) {
     auto ports = parse_port_pair(command.ports, true);
     if (!ports) {
         return ctx.out.fail(ports.error());
     }
-    // An unknown sandbox is an error now, not at the first connection.
-    if (Outcome info = call(ctx, get(target({"v1", "sandboxes", command.id}))); !info.ok()) {
-        return ctx.out.fail(info.failure());
-    }
     auto signals = StopSignals::block();
-    auto abort_all = EventFd::create();
-    auto address = agent::parse_tcp_address("127.0.0.1", ports->first);
-    if (!signals || !abort_all || !address) {
-        return own_failure(ctx, failure_of(!signals ? signals.error() : !abort_all ? abort_all.error() : address.error()));
+    if (!signals) {
+        return own_failure(ctx, failure_of(signals.error()));
     }
-    auto listener = agent::listen_tcp(*address);
-    if (!listener) {
-        return ctx.out.fail(make_coded_error("local", "listening on {}: {}", address->text,
-                                             listener.error().to_string()));
+    Reporter reporter(ctx.out);
+    auto forward = ForwardListener::start(ctx, command.id, ports->first, ports->second,
+                                          [&reporter](const std::string& what, const std::string& why) {
+                                              reporter.connection_failed(what, why);
+                                          });
+    if (!forward) {
+        return ctx.out.fail(forward.error());
     }
-    auto port = agent::local_port(listener->get());
-    if (!port) {
-        return own_failure(ctx, failure_of(port.error()));
-    }
-    const std::string local = fmt::format("127.0.0.1:{}", *port);
+    const std::string local = (*forward)->local_address();
     if (ctx.out.json()) {
-        ctx.out.event({{"type", "forwarding"}, {"id", command.id}, {"local", local}, {"localPort", *port},
-                       {"remotePort", ports->second}});
+        ctx.out.event({{"type", "forwarding"}, {"id", command.id}, {"local", local},
+                       {"localPort", (*forward)->local_port()}, {"remotePort", ports->second}});
     } else {
         ctx.out.text(fmt::format("forwarding {} -> {} port {} (Ctrl-C stops)\n", local, command.id, ports->second));
     }
-    Reporter reporter(ctx.out);
-    const std::string ws_target = tcp_ws_target(command.id, ports->second);
-    {
-        agent::ConnectionThreads connections(agent::kMaxForwardedConnections);
-        while (true) {
-            pollfd fds[2] = {{signals->fd(), POLLIN, 0}, {listener->get(), POLLIN, 0}};
-            if (::poll(fds, 2, -1) < 0) {
-                if (errno == EINTR) {
-                    continue;
-                }
-                break;
-            }
-            if (fds[0].revents != 0) {
-                break;
-            }
-            UniqueFd connection(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-            if (!connection) {
-                continue;
-            }
-            const int abort_fd = abort_all->fd();
-            if (!connections.start([&ctx, &reporter, &ws_target, abort_fd, c = std::move(connection)]() mutable {
-                    forward_one(ctx, reporter, ws_target, std::move(c), abort_fd);
-                })) {
-                reporter.connection_failed("a local connection", "too many connections at once");
-            }
-        }
-        [[maybe_unused]] auto r = abort_all->signal();  // every open connection ends; joined here
+    pollfd stop{signals->fd(), POLLIN, 0};
+    while (::poll(&stop, 1, -1) < 0 && errno == EINTR) {
     }
+    forward->reset();  // every open connection ends; joined here
     if (ctx.out.json()) {
         ctx.out.event({{"type", "stopped"}, {"id", command.id}, {"local", local}});
     }

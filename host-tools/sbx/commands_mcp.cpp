@@ -5,7 +5,8 @@
 // long exec does not hold up a ping or a second call), at most
 // kMaxInFlight at once; the rest of the protocol runs in order on the
 // reading thread. Every tool is a call to sbxd's API with this sbx's
-// host and key (host-tools/mcp). At the end of stdin the calls under way
+// host and key (host-tools/mcp), but forward and unforward, which open and
+// close local ports here (forward_listener.hpp). At the end of stdin the calls under way
 // finish, then the server exits (2026-07-28: SHOULD exit on stdin EOF).
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <iostream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <semaphore>
 #include <thread>
@@ -23,6 +25,7 @@
 
 #include "host-tools/mcp/protocol.hpp"
 #include "host-tools/sbx/commands.hpp"
+#include "host-tools/sbx/forward_listener.hpp"
 #include "host-tools/sbx/ssh_setup.hpp"
 
 namespace sbx::cli {
@@ -113,6 +116,77 @@ Result<mcp::ToolDefaults> load_defaults(const McpCommand& command) {
     }
     return defaults;
 }
+
+// `sbx mcp`'s own tools: forwards of local ports, which only a server on
+// the user's machine can open (sbxd's /mcp has host_port instead). Each
+// lives until unforward or the end of the server.
+class Forwards {
+public:
+    explicit Forwards(const Context& ctx) : ctx_(ctx) {}
+
+    void add_tools(std::vector<mcp::ToolSpec>& tools) {
+        tools.push_back(mcp::ToolSpec{
+            "forward", "Forward a local port",
+            "Opens 127.0.0.1:localPort on this machine (any free port if not given) and carries each connection "
+            "to the sandbox's port, e.g. to open a dev server in a local browser or connect a local client. "
+            "It lasts until unforward or until this MCP server ends.",
+            mcp::schema(R"({"type":"object","additionalProperties":false,"required":["sandbox","port"],"properties":{
+              "sandbox":{"type":"string","minLength":1},"port":{"type":"integer","minimum":1,"maximum":65535},
+              "localPort":{"type":"integer","minimum":0,"maximum":65535}}})"),
+            mcp::schema(R"({"type":"object","required":["local","localPort","url"],"properties":{
+              "sandbox":{"type":"string"},"port":{"type":"integer"},"local":{"type":"string"},
+              "localPort":{"type":"integer"},"url":{"type":"string"}}})"),
+            mcp::hints(false, false, false),
+            [this](const mcp::Json& args, mcp::ToolContext&) { return forward(args); }});
+        tools.push_back(mcp::ToolSpec{
+            "unforward", "Stop forwarding a local port", "Closes a local port that forward opened.",
+            mcp::schema(R"({"type":"object","additionalProperties":false,"required":["localPort"],"properties":{
+              "localPort":{"type":"integer","minimum":1,"maximum":65535}}})"),
+            mcp::schema(R"({"type":"object","required":["localPort"],"properties":{"localPort":{"type":"integer"}}})"),
+            mcp::hints(false, true, true),
+            [this](const mcp::Json& args, mcp::ToolContext&) -> Result<mcp::Json> {
+                const auto port = args["localPort"].get<std::uint16_t>();
+                std::unique_ptr<ForwardListener> gone;
+                {
+                    std::lock_guard lock(mutex_);
+                    auto it = forwards_.find(port);
+                    if (it == forwards_.end()) {
+                        return make_coded_error("not_found", "no forward on local port {}", port);
+                    }
+                    gone = std::move(it->second);
+                    forwards_.erase(it);
+                }
+                return mcp::Json{{"localPort", port}};  // `gone` ends its connections here
+            }});
+    }
+
+private:
+    Result<mcp::Json> forward(const mcp::Json& args) {
+        const std::string id = args["sandbox"];
+        const auto port = args["port"].get<std::uint16_t>();
+        auto started = ForwardListener::start(ctx_, id, args.value("localPort", std::uint16_t{0}), port,
+                                              [](const std::string& what, const std::string& why) {
+                                                  std::fprintf(stderr, "sbx mcp: forward: %s: %s\n", what.c_str(),
+                                                               why.c_str());
+                                              });
+        if (!started) {
+            return started.error();
+        }
+        const std::uint16_t local = (*started)->local_port();
+        mcp::Json out = {{"sandbox", id},
+                         {"port", port},
+                         {"local", (*started)->local_address()},
+                         {"localPort", local},
+                         {"url", fmt::format("http://127.0.0.1:{}/", local)}};
+        std::lock_guard lock(mutex_);
+        forwards_[local] = std::move(*started);
+        return out;
+    }
+
+    const Context& ctx_;
+    std::mutex mutex_;
+    std::map<std::uint16_t, std::unique_ptr<ForwardListener>> forwards_;
+};
 
 class StdioServer {
 public:
@@ -214,7 +288,10 @@ int run_mcp(const Context& ctx, const McpCommand& command, std::string_view vers
     info.version = std::string(version);
     info.instructions = mcp::kInstructions;
     std::fprintf(stderr, "sbx mcp: serving MCP on stdio for sbxd at %s\n", ctx.client.address().to_string().c_str());
-    StdioServer server(ctx, mcp::Protocol(mcp::sandbox_tools(), std::move(info), std::move(*defaults)));
+    Forwards forwards(ctx);  // outlives the server: its tools refer to it
+    std::vector<mcp::ToolSpec> tools = mcp::sandbox_tools();
+    forwards.add_tools(tools);
+    StdioServer server(ctx, mcp::Protocol(std::move(tools), std::move(info), std::move(*defaults)));
     return server.run();
 }
 
