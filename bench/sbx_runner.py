@@ -10,7 +10,9 @@ Per run, in this order (nothing else of ours runs during the QEMU boot):
   -> fork (memory) -> rm child -> fork --disk-only -> rm child -> rm
   -> new --cold -> rm -> QEMU boot to the agent's announcement
 Then, once, RUNS neighbour samples per row of bench/sbx_neighbour.py: one
-sandbox's exec while another is quiet or misbehaves.
+sandbox's exec while another is quiet or misbehaves; and ROUNDTRIP_CALLS
+execs of `true` through each door (CLI, API, MCP stdio and HTTP, the SDKs:
+bench/sbx_roundtrip.py).
 
 Writes LOGDIR/sbx-table.md (the markdown table, with its header) and the
 JSON file; progress lines start with "BENCH-SBX:". Exit status 1 when an
@@ -31,11 +33,13 @@ import traceback
 import types
 
 import sbx_neighbour
+import sbx_roundtrip
 
 sys.dont_write_bytecode = True  # no __pycache__ in the (shared) source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "guest"))
 
 LABEL = "bench=sbx"
+ROUNDTRIP_CALLS = 20
 
 # The hosted service's figures, a fixed reference: shared/seed/
 # 000_f0ccb799ab406fd7.txt, line 283 ("Measured from our machine on
@@ -176,6 +180,7 @@ class Bench:
         self.qemu = []
         self.qemu_failures = 0
         self.neighbour = {}
+        self.roundtrip = {}
 
     def machine(self):
         return ["--cpus", str(self.args.cpus), "--memory", str(self.args.memory),
@@ -327,6 +332,8 @@ class Bench:
                 self.qemu.append(q)
         say("neighbours: two sandboxes, one misbehaving")
         self.neighbour = sbx_neighbour.measure(self, a.runs, say, OpFailed)
+        say("round trips: one exec through each door")
+        self.roundtrip = sbx_roundtrip.measure(self, ROUNDTRIP_CALLS, say, OpFailed)
 
 
 def main():
@@ -367,6 +374,7 @@ def main():
     stats = {key: summarize(bench.samples[key]) for key, _ in OPERATIONS}
     qemu = summarize(bench.qemu)
     neighbour = {key: summarize(v) for key, v in bench.neighbour.items()}
+    roundtrip = {key: summarize(v) for key, v in bench.roundtrip.items()}
     text = "\n\n".join([HEADER,
                         f"{args.runs} runs, {args.cpus} vCPU, {args.memory} MiB, "
                         f"{time.monotonic() - started:.0f} s in all",
@@ -374,7 +382,9 @@ def main():
                         format_notes(stats, qemu, args.runs, bench.qemu_failures),
                         "A sandbox's exec while another sandbox on the host misbehaves "
                         "(bench/sbx_neighbour.py):",
-                        sbx_neighbour.format_table(neighbour, args.runs, fmt)])
+                        sbx_neighbour.format_table(neighbour, args.runs, fmt),
+                        "One exec of `true` through each door (bench/sbx_roundtrip.py):",
+                        sbx_roundtrip.format_table(roundtrip, ROUNDTRIP_CALLS, fmt)])
     with open(os.path.join(args.logdir, "sbx-table.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     with open(args.json, "w", encoding="utf-8") as f:
@@ -383,7 +393,7 @@ def main():
                    "sbx": stats, "failures": bench.failures,
                    "qemu_microvm_boot_to_agent": qemu, "qemu_failures": bench.qemu_failures,
                    "hosted_seed": {"source": SEED_SOURCE, **SEED},
-                   "neighbour_exec": neighbour,
+                   "neighbour_exec": neighbour, "roundtrip_exec": roundtrip,
                    "steps": bench.detail, "qemu_samples": bench.qemu}, f, indent=2)
         f.write("\n")
     print(text, flush=True)
