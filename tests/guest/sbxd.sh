@@ -35,6 +35,11 @@ esac
 case " ${SBXD_PARTS:-mcp} " in *" mcp "*)
   "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-lifecycle: the mcp part will fail" >&2 ;;
 esac
+case " ${SBXD_PARTS:-sdk} " in *" sdk "*)
+  { "$src/tests/npm-ci" "$src/sdk/typescript" &&
+    (cd "$src/sdk/typescript" && ./node_modules/.bin/tsc -p tsconfig.json); } ||
+    echo "sbxd-lifecycle: the sdk part's TypeScript half will fail" >&2 ;;
+esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
