@@ -35,10 +35,13 @@ esac
 case " ${SBXD_PARTS:-mcp} " in *" mcp "*)
   "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-lifecycle: the mcp part will fail" >&2 ;;
 esac
-case " ${SBXD_PARTS:-sdk} " in *" sdk "*)
+case " ${SBXD_PARTS:-examples} " in *" examples "*)
+  "$src/tests/npm-ci" "$src/examples/ai-sdk-tool" || echo "sbxd-lifecycle: the examples part will fail" >&2 ;;
+esac
+case " ${SBXD_PARTS:-sdk} ${SBXD_PARTS:-examples} " in *" sdk "* | *" examples "*)
   { "$src/tests/npm-ci" "$src/sdk/typescript" &&
     (cd "$src/sdk/typescript" && ./node_modules/.bin/tsc -p tsconfig.json); } ||
-    echo "sbxd-lifecycle: the sdk part's TypeScript half will fail" >&2 ;;
+    echo "sbxd-lifecycle: the TypeScript SDK is not built: the sdk and examples parts will fail" >&2 ;;
 esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
