@@ -11,22 +11,10 @@ fixture=$1
 agent=$2
 src=$3
 command -v node >/dev/null || { echo "SKIP: no node"; exit 77; }
-tmp=$(mktemp -d /tmp/sbx-examples-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null && { wait "$pid" 2>/dev/null || true; }; fi
-    [ -n "${KEEP:-}" ] && return
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$src/host-tools/sbxd/tests/test_lib.sh"
+scratch sbx-examples
+start_fixture "$fixture" "$agent"
 env -u SBX_API_KEY SBX_HOST="unix:$tmp/sbxd.sock" SANDBOXER_EXAMPLE_SANDBOX=sbx_run \
     SANDBOXER_EXAMPLE_USER="$(id -u)" PYTHON=/usr/bin/python3 \
     timeout 600 "$src/examples/run_all.sh" "$tmp/out"

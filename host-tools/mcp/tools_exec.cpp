@@ -79,6 +79,13 @@ private:
     std::uint64_t total_ = 0;
 };
 
+// A streamed route's error status: its body is the API's error (docs/api.md "Errors").
+Error error_answer(const std::string& body) {
+    const Json e = Json::parse(body, nullptr, false);
+    return make_coded_error(e.is_object() ? e.value("code", "bad_response") : "bad_response", "{}",
+                            e.is_object() ? e.value("message", "") : body.substr(0, 200));
+}
+
 // Splits a streamed body into lines (NDJSON) or SSE events as it comes.
 class LineSplitter {
 public:
@@ -140,9 +147,7 @@ Result<Json> run_exec(const Json& args, ToolContext& ctx) {
         return head.error();
     }
     if (head->status < 200 || head->status >= 300) {
-        const Json e = Json::parse(error_body, nullptr, false);
-        return make_coded_error(e.is_object() ? e.value("code", "bad_response") : "bad_response", "{}",
-                                e.is_object() ? e.value("message", "") : error_body.substr(0, 200));
+        return error_answer(error_body);
     }
     if (!bad.empty() || end.is_null()) {
         return make_coded_error("bad_response", "the exec stream ended without an exit{}", bad.empty() ? "" : ": " + bad);
@@ -283,9 +288,7 @@ Result<Json> output(const Json& args, ToolContext& ctx) {
         return head.error();
     }
     if (head->status < 200 || head->status >= 300) {
-        const Json e = Json::parse(error_body, nullptr, false);
-        return make_coded_error(e.is_object() ? e.value("code", "bad_response") : "bad_response", "{}",
-                                e.is_object() ? e.value("message", "") : error_body.substr(0, 200));
+        return error_answer(error_body);
     }
     if (!bad.empty()) {
         return make_coded_error("bad_response", "{}", bad);

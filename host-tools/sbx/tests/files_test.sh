@@ -13,25 +13,11 @@ fixture=$1
 agent=$2
 sbx=$3
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
-tmp=$(mktemp -d /tmp/sbx-files-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
-    [ -n "${KEEP:-}" ] && return
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$(dirname "$0")/../../sbxd/tests/test_lib.sh"
+scratch sbx-files
+start_fixture "$fixture" "$agent"
 export SBX_HOST=unix:$tmp/sbxd.sock
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # 1. scp -r up and back: nested directories, a few MiB of random bytes, an
 # empty file and directory, symlinks; into a directory that exists (it

@@ -13,22 +13,10 @@ sbx=$3
 src=$4
 command -v node >/dev/null || { echo "SKIP: no node"; exit 77; }
 "$src/tests/npm-ci" "$src/tests/mcp"
-tmp=$(mktemp -d /tmp/sbx-mcp-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
-    [ -n "${KEEP:-}" ] && return
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$src/host-tools/sbxd/tests/test_lib.sh"
+scratch sbx-mcp
+start_fixture "$fixture" "$agent"
 mkdir "$tmp/guest"
 SBX_HOST=unix:$tmp/sbxd.sock XDG_CONFIG_HOME=$tmp/config \
     timeout 300 node "$src/tests/mcp/stdio_client.mjs" "$sbx" sbx_run "$tmp/guest" "$(id -u)"

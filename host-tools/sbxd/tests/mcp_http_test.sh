@@ -17,29 +17,18 @@ src=$3
 command -v node >/dev/null || { echo "SKIP: no node"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 "$src/tests/npm-ci" "$src/tests/mcp"
-tmp=$(mktemp -d /tmp/sbxd-mcp-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null && { wait "$p" 2>/dev/null || true; }; done
-    [ -n "${KEEP:-}" ] && return
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pids+=($!)
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "${pids[0]}" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
-value() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/fixture.out"; }
-tcp=$(value tcp)
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$src/host-tools/sbxd/tests/test_lib.sh"
+scratch sbxd-mcp
+start_fixture "$fixture" "$agent"
+tcp=$(fixture_value tcp)
 mkdir "$tmp/guest"
-MCP_KEY_HOST=$(value key_host) MCP_KEY_SCOPED=$(value key_scoped) MCP_KEY_READ=$(value key_read) \
+MCP_KEY_HOST=$(fixture_value key_host) MCP_KEY_SCOPED=$(fixture_value key_scoped) \
+MCP_KEY_READ=$(fixture_value key_read) \
     timeout 300 node "$src/tests/mcp/http_client.mjs" "http://${tcp#tcp:}/mcp" sbx_run sbx_off "$tmp/guest" "$(id -u)"
 
 python3 "$src/tests/mcp/unix_relay.py" "$tmp/sbxd.sock" >"$tmp/relay.out" &
-pids+=($!)
+relay=$!
+trap 'kill "$relay" 2>/dev/null; scratch_cleanup' EXIT
 for _ in $(seq 50); do grep -q port "$tmp/relay.out" && break; sleep 0.1; done
 "$src/tests/mcp-conformance/run" "http://127.0.0.1:$(awk '{ print $2 }' "$tmp/relay.out")/mcp"

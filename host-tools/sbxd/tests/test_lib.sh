@@ -57,3 +57,6 @@ start_fixture() {
     echo "sbxd_guest_fixture did not start" >&2
     exit 1
 }
+# fixture_value KEY: one of the fixture's "KEY VALUE" lines (tcp, key_host,
+# key_scoped, key_read: its TCP listener and API keys).
+fixture_value() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/fixture.out"; }

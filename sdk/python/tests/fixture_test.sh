@@ -14,18 +14,10 @@ src=$(realpath "$3")
 python=/usr/bin/python3
 [ -x "$python" ] || { echo "SKIP: no $python"; exit 77; }
 "$python" -c 'import venv, ensurepip' 2>/dev/null || { echo "SKIP: $python lacks venv/ensurepip (python3-venv)"; exit 77; }
-tmp=$(mktemp -d /tmp/sbx-sdk-python-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null && { wait "$p" 2>/dev/null || true; }; done
-    [ -n "${KEEP:-}" ] && { echo "kept $tmp" >&2; return; }
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-mkdir "$tmp/fx"
-"$fixture" "$agent" "$tmp/fx" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pids+=($!)
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$src/host-tools/sbxd/tests/test_lib.sh"
+scratch sbx-sdk-python
+start_fixture "$fixture" "$agent"
 
 # A copy of the package, so that the build leaves nothing in the source tree.
 mkdir "$tmp/src"
@@ -35,19 +27,13 @@ find "$tmp/src" -name __pycache__ -prune -exec rm -rf {} +
 PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/venv/bin/pip" install --quiet --no-index --no-build-isolation "$tmp/src"
 rm -rf "$tmp/src"
 
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "${pids[0]}" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
-value() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/fixture.out"; }
+value() { fixture_value "$1"; }
 tcp=$(value tcp)
 
 # From the temp folder, so that `import sandboxer` is the installed package.
 cd "$tmp"
 "$tmp/venv/bin/python" -c 'import sandboxer, sys; assert sandboxer.__file__.startswith(sys.prefix), sandboxer.__file__'
-SANDBOXER_TEST_SOCKET="$tmp/fx/sbxd.sock" SANDBOXER_TEST_TCP="${tcp#tcp:}" SANDBOXER_TEST_DIR="$tmp/fx" \
+SANDBOXER_TEST_SOCKET="$tmp/sbxd.sock" SANDBOXER_TEST_TCP="${tcp#tcp:}" SANDBOXER_TEST_DIR="$tmp" \
 SANDBOXER_TEST_KEY_HOST=$(value key_host) SANDBOXER_TEST_KEY_SCOPED=$(value key_scoped) \
 SANDBOXER_TEST_KEY_READ=$(value key_read) \
     PYTHONDONTWRITEBYTECODE=1 timeout 600 "$tmp/venv/bin/python" -m unittest discover -v -s "$src/sdk/python/tests" -p 'test_*.py'

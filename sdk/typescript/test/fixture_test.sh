@@ -15,23 +15,11 @@ command -v node >/dev/null || { echo "SKIP: no node"; exit 77; }
 command -v npm >/dev/null || { echo "SKIP: no npm"; exit 77; }
 "$src/tests/npm-ci" "$sdk"
 (cd "$sdk" && ./node_modules/.bin/tsc -p tsconfig.json)
-tmp=$(mktemp -d /tmp/sbx-ts-sdk-XXXXXX)
-pid=
-cleanup() {
-    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null && { wait "$pid" 2>/dev/null || true; }; fi
-    [ -n "${KEEP:-}" ] && { echo "kept $tmp" >&2; return; }
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$fixture" "$agent" "$tmp" >"$tmp/fixture.out" 2>"$tmp/fixture.log" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$tmp/fixture.out" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$tmp/fixture.log" >&2; exit 1; }
-    sleep 0.1
-done
-grep -q listening "$tmp/fixture.out" || { cat "$tmp/fixture.log" >&2; exit 1; }
-value() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/fixture.out"; }
+# shellcheck source=host-tools/sbxd/tests/test_lib.sh
+. "$src/host-tools/sbxd/tests/test_lib.sh"
+scratch sbx-ts-sdk
+start_fixture "$fixture" "$agent"
+value() { fixture_value "$1"; }
 tcp=$(value tcp)
 mkdir "$tmp/work"
 cd "$sdk"
