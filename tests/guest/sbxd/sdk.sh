@@ -18,6 +18,10 @@ sdk_out=$(cd "$sdk_root/python" && SBX_HOST=unix:$sock PYTHONDONTWRITEBYTECODE=1
 sdk_status=$?
 printf '%s\n' "$sdk_out" | tail -n 40 | sed 's/^/sdk python: /'
 check "sdk: the Python SDK's live test" 0 "$sdk_status"
+# unittest passes when everything skipped: it must have run, none skipped.
+check "sdk: python: every live test ran" "ran, none skipped" \
+  "$(printf '%s\n' "$sdk_out" | grep -qE '^Ran [1-9][0-9]* tests?' && ! printf '%s\n' "$sdk_out" | grep -q 'skipped' &&
+     echo 'ran, none skipped')"
 echo "SBXD-TIME: sdk python $(elapsed "$t") s"
 
 t=$(now)
@@ -29,5 +33,8 @@ else
   sdk_status=$?
   printf '%s\n' "$sdk_out" | tail -n 40 | sed 's/^/sdk typescript: /'
   check "sdk: the TypeScript SDK's live test" 0 "$sdk_status"
+  check "sdk: typescript: every live test ran" "ran, none skipped" \
+    "$(printf '%s\n' "$sdk_out" | grep -qE '^ℹ pass [1-9]' && printf '%s\n' "$sdk_out" | grep -qE '^ℹ skipped 0$' &&
+       echo 'ran, none skipped')"
 fi
 echo "SBXD-TIME: sdk typescript $(elapsed "$t") s"
