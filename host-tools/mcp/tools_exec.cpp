@@ -16,7 +16,6 @@ namespace sbx::mcp {
 namespace {
 
 constexpr std::size_t kDefaultOutput = 64 * 1024;
-constexpr std::size_t kMaxOutput = 5 * 1024 * 1024;
 constexpr std::int64_t kDefaultTimeoutMs = 60'000;
 constexpr std::size_t kStdinPiece = 512 * 1024;  // one POST …/stdin (its base64 under the API's 1 MiB body)
 constexpr auto kStdinPatience = std::chrono::seconds(10);
