@@ -5,31 +5,40 @@
 // stop with memory (a file read from the stopped disk), resume (the counter
 // still counting), fork, a named snapshot, delete. One "ok: mcp: …" line a
 // step; exits 1 at the first failure with "FAIL: mcp: …".
-// Usage: node lifecycle_client.mjs SBX   (SBX_HOST in the environment)
+// Usage: node lifecycle_client.mjs SBX   (SBX_HOST in the environment), or
+//        node lifecycle_client.mjs --url URL   (sbxd's /mcp: Streamable HTTP)
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import assert from 'node:assert/strict';
 import { call, callError } from './checks.mjs';
 
-const [sbx] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const http = args[0] === '--url';
 const slow = 600000;  // a VM operation under the nested harness may take minutes
 const client = new Client({ name: 'sandboxer-lifecycle-test', version: '1.0.0' });
-await client.connect(new StdioClientTransport({ command: sbx,
-  args: ['mcp', '--label', 'via=mcp', '--size', 'small', '--ttl', '2h'], env: { ...process.env }, stderr: 'inherit' }));
+// sbx mcp puts its defaults on what it creates; /mcp has none, so the
+// HTTP run asks for the same labels and ttl itself.
+await client.connect(http
+  ? new StreamableHTTPClientTransport(new URL(args[1]))
+  : new StdioClientTransport({ command: args[0], args: ['mcp', '--label', 'via=mcp', '--size', 'small', '--ttl', '2h'],
+    env: { ...process.env }, stderr: 'inherit' }));
+const door = http ? 'mcp-http' : 'mcp';
 
 let step = 'start';
-const ok = (what) => console.log(`ok: mcp: ${what}`);
+const ok = (what) => console.log(`ok: ${door}: ${what}`);
 const count = async (id) => Number((await call(client, 'read_file', { sandbox: id, path: '/root/count' })).content);
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 let id, child;
 try {
   step = 'sandbox_create';
-  const made = await call(client, 'sandbox_create', { cpus: 1, memoryMib: 1024, labels: { test: 'mcp' } }, slow);
+  const made = await call(client, 'sandbox_create', { cpus: 1, memoryMib: 1024, labels: { test: 'mcp', ...(http ? { via: 'mcp' } : {}) },
+    ...(http ? { ttl: '2h' } : {}) }, slow);
   id = made.sandbox.id;
   assert.equal(made.sandbox.state, 'running');
   assert.deepEqual(made.sandbox.labels, { test: 'mcp', via: 'mcp' });
   assert.equal(made.sandbox.ttlSeconds, 7200);
-  ok(`sandbox_create ${id} with the server's default labels and ttl`);
+  ok(`sandbox_create ${id} with the labels and ttl${http ? '' : " of sbx mcp's defaults"}`);
 
   step = 'exec';
   const r = await call(client, 'exec', { sandbox: id, shell: 'cat /etc/os-release | head -1; id -u' }, slow);
@@ -105,7 +114,7 @@ try {
   id = undefined;
   ok('unhost_port, sandbox_delete, then sandbox_get is not_found');
 } catch (e) {
-  console.log(`FAIL: mcp: ${step}: ${e.message}`.slice(0, 2000));
+  console.log(`FAIL: ${door}: ${step}: ${e.message}`.slice(0, 2000));
   for (const s of [child, id]) {
     if (s) await client.callTool({ name: 'sandbox_delete', arguments: { sandbox: s } }, undefined, { timeout: slow }).catch(() => {});
   }

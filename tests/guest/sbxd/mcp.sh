@@ -4,8 +4,9 @@
 # server's defaults, exec, files, a counter and a web server started
 # detached, host_port and handoff_session, stop with memory and a file read
 # from the stopped disk, resume with the same counter going on, fork,
-# snapshots, delete); then sbxd's own /mcp on its Unix socket with curl: a
-# session's initialize and a tools/call answered, and a 2026-07-28 tools/list.
+# snapshots, delete); the same through sbxd's /mcp with the SDK's Streamable
+# HTTP transport; then curl on /mcp: a session's initialize and a
+# tools/call answered, and a 2026-07-28 tools/list.
 # tests/guest/sbxd.sh installs tests/mcp's npm packages at level 0.
 # shellcheck shell=bash
 # session.sh and lib.sh set w, sock, code, body, here, sbx:
@@ -23,6 +24,22 @@ printf '%s\n' "$mcp_out"
 check "mcp: a sandbox's whole life through sbx mcp" 0 "$mcp_status" ||
   tail -n 20 "$w/mcp-stderr.log" | sed 's/^/mcp stderr: /'
 echo "SBXD-TIME: mcp lifecycle $(elapsed "$t") s"
+
+# The same life through sbxd's own /mcp (Streamable HTTP, 2025-11-25
+# session) on its Unix socket, through a loopback relay (the SDK's HTTP
+# transport speaks TCP; the socket's mode is its authentication).
+/usr/bin/python3 "$mcp_dir/unix_relay.py" "$sock" >"$w/mcp-relay.out" &
+mcp_relay=$!
+wait_until 10 "the relay's port" grep -q port "$w/mcp-relay.out" || true
+t=$(now)
+mcp_out=$(timeout 1800 /usr/bin/node "$mcp_dir/lifecycle_client.mjs" --url \
+  "http://127.0.0.1:$(awk '{ print $2 }' "$w/mcp-relay.out")/mcp" 2>"$w/mcp-http-stderr.log")
+mcp_status=$?
+printf '%s\n' "$mcp_out"
+check "mcp: a sandbox's whole life through sbxd's /mcp" 0 "$mcp_status" ||
+  tail -n 20 "$w/mcp-http-stderr.log" | sed 's/^/mcp-http stderr: /'
+kill "$mcp_relay" 2>/dev/null
+echo "SBXD-TIME: mcp lifecycle over /mcp $(elapsed "$t") s"
 
 # /mcp on sbxd's socket: initialize opens a session, a tool call in it.
 mcp_post() {  # BODY [HEADER...]: the reply's status, headers and body into $w/mcp.*
