@@ -98,7 +98,7 @@ def main() -> int:
 
     # Our own sandbox, deleted when the block ends; or the given one, kept.
     with (contextlib.nullcontext(client.get(EXISTING)) if EXISTING else
-          client.create(size="small", labels={"example": "csv-analysis"}, ttl="15m")) as sb:
+          client.create(cpus=1, memory_mib=1024, labels={"example": "csv-analysis"}, ttl="15m")) as sb:
         print(f"sandbox {sb.id} ({'given' if EXISTING else 'created'})")
         work = sb.exec(["mktemp", "-d", "/tmp/csv-analysis.XXXXXX"], user=USER, text=True, check=True).stdout.strip()
         try:

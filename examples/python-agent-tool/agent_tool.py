@@ -51,8 +51,10 @@ def _sandbox_for(conversation_id: str) -> Sandbox:
         if sb.state in ("stopped", "crashed"):  # a paused one wakes by itself at the exec
             sb.resume()
         return sb
-    sb = client.create(size="small", labels={**labels, "example": "python-agent-tool"},
-                       ttl="1h", idle_minutes=10)  # paused when idle, stopped after an hour
+    # One vCPU and 1 GiB are plenty for an agent's snippets (and leave room
+    # for a sandbox per conversation); paused when idle, stopped after an hour.
+    sb = client.create(cpus=1, memory_mib=1024, labels={**labels, "example": "python-agent-tool"},
+                       ttl="1h", idle_minutes=10)
     sb.files.mkdir(WORKDIR)
     return sb
 

@@ -81,6 +81,13 @@ warm=$(py "b['sandbox']['id']" 2>/dev/null)
 if [ -n "$warm" ]; then
   check "the warm sandbox runs commands" "warm $warm" "$(agent "$warm" exec -- sh -c "echo warm $warm")"
   check "the warm sandbox has its own token" yes "$([ "$(vmm_field "$warm" token)" != "$(vmm_field "$id" token)" ] && echo yes)"
+  # Its boot goes on after the restore (the template is taken at
+  # agent-ready): what a first command writes to /tmp survives the rest of
+  # it (systemd-tmpfiles-setup empties /tmp in Debian's own config).
+  agent "$warm" exec -- sh -c 'mkdir /tmp/early && echo kept >/tmp/early/file' >/dev/null
+  agent "$warm" exec -- timeout 600 systemctl is-system-running --wait >/dev/null 2>&1
+  check "the warm sandbox's boot finished: a file written to /tmp before it is still there" kept \
+    "$(agent "$warm" exec -- sh -c 'systemctl show -p ActiveState --value systemd-tmpfiles-setup; cat /tmp/early/file' | tr '\n' ' ' | awk '{ print ($1 == "active") ? $2 : "tmpfiles-setup " $1 }')"
   api DELETE "/v1/sandboxes/$warm"
   check "delete of the warm sandbox" 200 "$code"
 fi
