@@ -113,6 +113,9 @@ assert.equal((await raw('POST', init, { Origin: 'http://evil.example.com' })).st
 assert.equal((await raw('POST', init, { Origin: 'http://localhost:5173' })).status, 200);
 assert.equal((await raw('POST', init, { Host: 'evil.example.com' })).status, 403);
 assert.equal((await raw('POST', init, { Accept: 'application/json' })).status, 406);
+// initialize sent as a notification (no id): nothing to answer, no session.
+r = await raw('POST', { jsonrpc: '2.0', method: 'initialize', params: {} });
+assert.equal(r.status, 400, 'an initialize without an id has no session to belong to');
 r = await raw('POST', '{not json');
 assert.deepEqual([r.status, r.body.error.code], [400, -32700]);
 assert.equal((await raw('POST', [init])).status, 400, 'a batch');

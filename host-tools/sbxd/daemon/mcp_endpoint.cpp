@@ -131,9 +131,12 @@ Response McpEndpoint::post(const Request& request) const {
             return refuse(400, fmt::format("Bad Request: unsupported MCP-Protocol-Version {}", *headers.protocol_version));
         }
     }
-    if (message.value("method", Json()) == "initialize") {
+    if (message.value("method", Json()) == "initialize" && message.contains("id")) {
         mcp::Session session;
         auto reply = protocol_.handle(message, session, api);
+        if (!reply) {
+            return Response{202, "", {}, {}, {}};
+        }
         Response response = rpc_response(mcp::http_status(*reply, era), *reply);
         if (!reply->contains("error")) {
             response.headers.emplace_back("MCP-Session-Id", open_session(request, std::move(session)));
