@@ -9,7 +9,7 @@
 
 #include "guest-agent/exec/exec_client.hpp"
 #include "host-tools/sbxd/api/fields.hpp"
-#include "host-tools/sbxd/crypto/base64.hpp"
+#include "base/base64.hpp"
 #include "host-tools/sbxd/daemon/exec_request.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
 
