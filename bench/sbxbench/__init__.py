@@ -1,0 +1,9 @@
+"""sbx-bench: benchmark runner, statistics, results files and reports.
+
+Modules: cli (the command line), workload_boot (the `boot` workload),
+vmm_spec (--vmm lists), vmm_commands (each VMM's boot command line),
+process_timing (timing a process's output), stats (percentiles and
+bootstrap intervals), machine_facts, results (JSON and CSV),
+schema_check (results.schema.json), report_markdown and report_plots.
+docs/benchmarks.md, "sbx-bench", documents the tool and its results format.
+"""

@@ -1,0 +1,55 @@
+"""`sbx-bench report`: Markdown and PNGs into a temporary folder."""
+
+import tempfile
+import unittest
+from pathlib import Path
+
+from sbxbench.report_markdown import REPORT_NAME, render_report
+from sbxbench.report_plots import matplotlib_pyplot
+from sbxbench.test_results import synthetic_result
+
+HAVE_MATPLOTLIB = matplotlib_pyplot() is not None
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name) / "report"
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_markdown_tables_and_facts(self):
+        path = render_report([("a.json", synthetic_result())], self.out)
+        self.assertEqual(path, self.out / REPORT_NAME)
+        text = path.read_text()
+        self.assertIn("## boot — a.json", text)
+        self.assertIn("| VMM | figure | median [95% CI] | p5–p95 | n |", text)
+        self.assertIn("| sbx-vmm | start_to_init (ms) | **101.5** [", text)
+        self.assertIn("| QEMU microvm | start_to_init | **1.51x** [", text)
+        self.assertIn("| kvmtool (lkvm) | n/a | /x/lkvm does not exist |", text)
+        self.assertIn("| CPU | Test CPU (2 logical CPUs) |", text)
+        self.assertIn("sha256 0123456789abcdef", text)
+        self.assertNotIn("ONLY RATIOS COUNT", text)  # hardware KVM: no banner
+
+    def test_banner_when_nested_and_merged_files(self):
+        text = render_report([("a.json", synthetic_result()), ("b.json", synthetic_result("nested"))],
+                             self.out).read_text()
+        self.assertIn("ONLY RATIOS COUNT", text)
+        self.assertIn("KVM kind: nested", text)
+        self.assertIn("## boot — a.json", text)
+        self.assertIn("## boot — b.json", text)
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "python3-matplotlib is not installed (Debian: python3-matplotlib)")
+    def test_pngs(self):
+        text = render_report([("a.json", synthetic_result())], self.out).read_text()
+        pngs = sorted(p.name for p in self.out.glob("*.png"))
+        self.assertIn("boot-1-breakdown.png", pngs)
+        self.assertIn("boot-1-start_to_init.png", pngs)
+        for name in pngs:
+            self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn(f"]({name})", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
