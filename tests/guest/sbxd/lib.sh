@@ -7,8 +7,14 @@
 failures=0
 vmm_control=$(dirname "${BASH_SOURCE[0]}")/../vmm_control.py
 pf_spin=$(dirname "${BASH_SOURCE[0]}")/../tools/pf_spin.py
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); keep_sandbox_logs; }
+# Each check line also goes to $part_record when session.sh sets it: the
+# part's lines, kept for a later level-1 attempt (session.sh).
+ok() { echo "ok: $*"; [ -z "${part_record:-}" ] || echo "ok: $*" >>"$part_record"; }
+bad() {
+  echo "FAIL: $*"; failures=$((failures + 1))
+  [ -z "${part_record:-}" ] || echo "FAIL: $*" >>"$part_record"
+  keep_sandbox_logs
+}
 # keep_sandbox_logs: every sandbox's console and VMM log as they are at a
 # failure, in $logdir/fail.N/ID/ (the first 8 failures; a part deletes its
 # sandboxes, and level 1's tmpfs goes with the run).

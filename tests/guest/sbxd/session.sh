@@ -56,12 +56,29 @@ sbxd_images "$kernel" "$image_tar"
 sbxd_internet "$logdir"  # its servers' logs stay with the test's
 start_sbxd
 echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
+# A part that ended in an earlier level-1 attempt of this test (run_nested
+# runs the session again after a level-1 panic, wedge or a triple fault
+# from below) is not run again: its check lines, kept in $logdir/parts-done
+# when it ended, are printed again and its failures count. Parts are
+# independent (each makes and deletes its own sandboxes), so a retry costs
+# the part level 1 died in and those after it, not the whole session.
+done_dir=$logdir/parts-done
+mkdir -p "$done_dir"
 for part in "${parts[@]}"; do
   [ -f "$here/$part.sh" ] || { bad "no part $part"; continue; }
+  if [ -f "$done_dir/$part" ]; then
+    echo "SBXD-PART: $part (ended in an earlier level-1 attempt; its lines again)"
+    cat "$done_dir/$part"
+    failures=$((failures + $(grep -c '^FAIL: ' "$done_dir/$part")))
+    continue
+  fi
   echo "SBXD-PART: $part"
   t_part=$(now)
+  part_record=$done_dir/.$part.running
+  : >"$part_record"
   # shellcheck source=/dev/null
   . "$here/$part.sh"
+  part_record=
   echo "SBXD-TIME: part $part $(elapsed "$t_part") s"
   echo "SBXD-DF: after $part: $(df -m /tmp | awk 'NR == 2 { print $3 " MiB used of " $2 " in /tmp" }')," \
     "$(free -m | awk '/^Mem:/ { print $7 " MiB of " $2 " available" }')"
@@ -73,6 +90,13 @@ for part in "${parts[@]}"; do
   if dumps=$(compgen -G "$logdir/sbx-vmm-*.mem"); then
     bad "a guest triple-faulted during part $part (${dumps//$'\n'/ }); the session ends here"
     break
+  fi
+  mv "$done_dir/.$part.running" "$done_dir/$part"
+  # Test hook: the first attempt panics level 1 after this part (to show
+  # the retry above; tests/guest/README.md).
+  if [ "${SBX_TEST_PANIC_AFTER:-}" = "$part" ] && [ ! -e "$done_dir/.panicked" ]; then
+    touch "$done_dir/.panicked"; sync
+    echo c >/proc/sysrq-trigger
   fi
 done
 kill "$sbxd_pid"; wait "$sbxd_pid"
