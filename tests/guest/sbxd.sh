@@ -4,16 +4,29 @@
 # stop with memory, resume with the same processes, fork, a kill -9 of sbxd
 # and the restart that adopts the VMMs, delete — driven only over sbxd's
 # Unix socket with curl and sbx.
-# Usage: sbxd.sh SOURCE_ROOT BUILD_ROOT   (SBXD_PARTS="a b": only those parts)
+# Usage: sbxd.sh SOURCE_ROOT BUILD_ROOT GROUP   (the parts of GROUP in
+# sbxd/groups; SBXD_PARTS="a b": only those parts, whatever the group)
 set -euo pipefail
-src=$1 build=$2
+src=$1 build=$2 group=$3
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$src/tests/lib.sh"
 # shellcheck source=SCRIPTDIR/agent_lib.sh
 . "$src/tests/guest/agent_lib.sh"
 
 need_cmd curl "the test talks to sbxd through it"
-SBX_TEST_AGENT=real agent_prepare "sbxd-lifecycle"
+# The group's parts; a part in no group, or in two, is a mistake of the
+# tree, not something to skip.
+group_parts() { sed -n "s/^$1: //p" "$src/tests/guest/sbxd/groups"; }
+for f in "$src"/tests/guest/sbxd/*.sh; do
+  p=$(basename "$f" .sh)
+  case $p in lib | session) continue ;; esac
+  n=$(grep -v '^#' "$src/tests/guest/sbxd/groups" | tr ' ' '\n' | grep -cx "$p") || true
+  [ "$n" -eq 1 ] || fail "tests/guest/sbxd/groups: part $p is in $n groups, not one"
+done
+parts=${SBXD_PARTS:-$(group_parts "$group")}
+[ -n "$parts" ] || fail "no group $group in tests/guest/sbxd/groups"
+echo "sbxd-$group: parts $parts"
+SBX_TEST_AGENT=real agent_prepare "sbxd-$group"
 ctl=$build/host-tools/sbx-agentctl
 for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$build/host-tools/sbx-vmm/sbx-vmm"; do
   [ -x "$f" ] || fail "no $f (build it first)"
@@ -21,7 +34,7 @@ done
 agent_image rootfs
 # The abuse part's hostile guest (tests/guest/tools/sbx-hostile.c), copied
 # where level 1 finds it: the test's folder.
-case " ${SBXD_PARTS:-abuse} " in *" abuse "*)
+case " $parts " in *" abuse "*)
   need_cmd gcc "tools/build compiles the static guest tools"
   cp "$("$src/tests/guest/tools/build")/sbx-hostile" "$work/" ;;
 esac
@@ -29,28 +42,28 @@ esac
 # npm registry, which only level 0 reaches: installed here, before level 1,
 # and again only when package-lock.json changed. Without them the part
 # fails and says so.
-case " ${SBXD_PARTS:-browser} " in *" browser "*)
-  "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-lifecycle: the browser part will fail" >&2 ;;
+case " $parts " in *" browser "*)
+  "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-$group: the browser part will fail" >&2 ;;
 esac
-case " ${SBXD_PARTS:-mcp} " in *" mcp "*)
-  "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-lifecycle: the mcp part will fail" >&2 ;;
+case " $parts " in *" mcp "*)
+  "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-$group: the mcp part will fail" >&2 ;;
 esac
-case " ${SBXD_PARTS:-examples} " in *" examples "*)
-  "$src/tests/npm-ci" "$src/examples/ai-sdk-tool" || echo "sbxd-lifecycle: the examples part will fail" >&2 ;;
+case " $parts " in *" examples "*)
+  "$src/tests/npm-ci" "$src/examples/ai-sdk-tool" || echo "sbxd-$group: the examples part will fail" >&2 ;;
 esac
-case " ${SBXD_PARTS:-sdk} ${SBXD_PARTS:-examples} " in *" sdk "* | *" examples "*)
+case " $parts " in *" sdk "* | *" examples "*)
   { "$src/tests/npm-ci" "$src/sdk/typescript" &&
     (cd "$src/sdk/typescript" && ./node_modules/.bin/tsc -p tsconfig.json); } ||
-    echo "sbxd-lifecycle: the TypeScript SDK is not built: the sdk and examples parts will fail" >&2 ;;
+    echo "sbxd-$group: the TypeScript SDK is not built: the sdk and examples parts will fail" >&2 ;;
 esac
 run_nested "$work/out" --cpus 2 --timeout 3000 -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
-  ${SBXD_PARTS:-}
+  $parts
 printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SBXD' || true
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2
   for f in "$work"/sbxd.*.log; do echo "== $f" >&2; tail -n 20 "$f" >&2 || true; done
-  fail "sbxd-lifecycle: status $status"
+  fail "sbxd-$group: status $status"
 fi
-expect_contains "$log" "SBXD-SESSION-FAILURES: 0" "sbxd-lifecycle: every check passed"
+expect_contains "$log" "SBXD-SESSION-FAILURES: 0" "sbxd-$group: every check passed"
