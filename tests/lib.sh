@@ -158,6 +158,12 @@ l1_failure() {
     249|250)
       line=$(grep -E '^nested: error: (level 1 wedged|the level-1 kernel panicked)' "$2" | tail -n1) || true
       line=${line#nested: error: } ;;
+    253)
+      # level 1 never reached CMD: a boot stall of level 1 itself (seen in
+      # boot-4cpu-vmlinux, 2026-12-06, two level-1 machines side by side
+      # and other compiles on the 2-core host, load ~10); nothing ran
+      line=$(grep -E '^nested: error: level 1 did not start CMD' "$2" | tail -n1) || true
+      line=${line#nested: error: } ;;
     *)
       line=$(grep -E '^HARNESS-BELOW: ' "$2" | head -n1) || true
       line=${line#HARNESS-BELOW: } ;;
