@@ -1,5 +1,10 @@
 #include "host-tools/sbxd/net/host_network.hpp"
 
+#include <net/if.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "base/log.hpp"
 #include "host-tools/sbxd/net/netlink.hpp"
 
@@ -46,6 +51,32 @@ SandboxNet describe(const SandboxAddress& address, const MacAddress& mac, const 
                       format_ipv4(address.gateway),
                       format_ipv4(address.gateway),
                       egress};
+}
+
+// The sandbox interfaces (named kInterfacePrefix...) of this network
+// namespace that have an IPv4 address, or whose addresses cannot be read
+// (counted in: the caller then keeps the policy).
+std::vector<std::string> routed_sandbox_interfaces() {
+    std::vector<std::string> out;
+    struct if_nameindex* names = ::if_nameindex();  // RTM_GETLINK: this namespace's
+    if (names == nullptr) {
+        log::warn("listing the interfaces: {}", std::strerror(errno));
+        return {"(unknown)"};
+    }
+    auto socket = RouteSocket::open();
+    for (const struct if_nameindex* n = names; n->if_index != 0 && n->if_name != nullptr; ++n) {
+        const std::string_view name(n->if_name);
+        if (!name.starts_with(kInterfacePrefix)) {
+            continue;
+        }
+        auto addresses =
+            socket ? socket->ipv4_addresses(name) : Result<std::vector<InterfaceAddress>>(socket.error());
+        if (!addresses ? addresses.error().code != "no_such_interface" : !addresses->empty()) {
+            out.emplace_back(name);
+        }
+    }
+    ::if_freenameindex(names);
+    return out;
 }
 
 }  // namespace
@@ -112,7 +143,17 @@ void HostNetwork::teardown() {
         }
     }
     attached_.clear();
-    if (auto r = table_.destroy(); !r) {
+    // Nor one this HostNetwork never attached: the tap of a VMM that an
+    // earlier sbxd left running, not adopted yet (a start that failed
+    // between open() and adopt()), has its gateway address and route
+    // still. Without the table its guest would reach the host and be
+    // routed unfiltered; with it, its packets are dropped (the table
+    // open() made has no element for it) until an sbxd adopts it.
+    if (auto live = routed_sandbox_interfaces(); !live.empty()) {
+        log::warn("the egress table stays: {} sandbox interface(s) not attached here still route ({}{})",
+                  live.size(), live.front(), live.size() > 1 ? ", ..." : "");
+        table_.release();
+    } else if (auto r = table_.destroy(); !r) {
         log::warn("{}", r.error().to_string());
     }
     dns_.stop();

@@ -10,7 +10,10 @@
 //   net->release();                            // sbxd exits; VMMs keep running
 //
 // Destroying a HostNetwork that was not released tears everything down:
-// taps, table, dnsmasq (net.ipv4.ip_forward stays 1).
+// taps, table, dnsmasq (net.ipv4.ip_forward stays 1) -- but the table
+// stays while a sandbox interface it did not attach still has an address
+// (a running VMM's tap not adopted yet: a start that failed), so that no
+// sandbox interface outlives its policy.
 #pragma once
 
 #include <cstdint>

@@ -2,10 +2,13 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509err.h>
 
 #include <cstring>
 
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/ssl/error.hpp>
 
 namespace sbx::sbxd::proxy {
 
@@ -28,11 +31,22 @@ int select_http11(SSL* /*ssl*/, const unsigned char** out, unsigned char* outlen
     return SSL_TLSEXT_ERR_OK;
 }
 
+// asio's error from SSL_CTX_use_PrivateKey: the packed OpenSSL code.
+bool is_key_mismatch(const boost::system::error_code& ec) {
+    if (ec.category() != asio::error::get_ssl_category()) {
+        return false;
+    }
+    const auto code = static_cast<unsigned long>(static_cast<unsigned int>(ec.value()));
+    return ERR_GET_LIB(code) == ERR_LIB_X509 && ERR_GET_REASON(code) == X509_R_KEY_VALUES_MISMATCH;
+}
+
 }  // namespace
 
 Result<ssl::context> make_tls_context(const std::string& cert_chain_pem, const std::string& private_key_pem) {
     if (cert_chain_pem.empty() || private_key_pem.empty()) {
-        return make_coded_error("bad_certificate", "the proxy needs a certificate chain and a private key");
+        return make_coded_error("bad_certificate",
+                                "the proxy needs a certificate chain and a private key: the {} is empty",
+                                cert_chain_pem.empty() ? "certificate chain" : "private key");
     }
     ssl::context context(ssl::context::tls_server);
     boost::system::error_code ec;
@@ -48,11 +62,20 @@ Result<ssl::context> make_tls_context(const std::string& cert_chain_pem, const s
     SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     context.use_certificate_chain(asio::buffer(cert_chain_pem), ec);
     if (ec) {
-        return make_coded_error("bad_certificate", "the certificate chain does not load: {}", ec.message());
+        return make_coded_error(
+            "bad_certificate",
+            "the certificate chain does not load (want PEM certificates, the leaf first): {}", ec.message());
     }
     context.use_private_key(asio::buffer(private_key_pem), ssl::context::pem, ec);
     if (ec) {
-        return make_coded_error("bad_certificate", "the private key does not load: {}", ec.message());
+        // OpenSSL checks the key against the leaf as it loads it: a key
+        // of another certificate fails here, not at the check below.
+        if (is_key_mismatch(ec)) {
+            return make_coded_error("bad_certificate", "the private key does not match the certificate");
+        }
+        return make_coded_error("bad_certificate",
+                                "the private key does not load (want an unencrypted PEM private key): {}",
+                                ec.message());
     }
     if (SSL_CTX_check_private_key(native) != 1) {
         ERR_clear_error();

@@ -19,7 +19,9 @@
 # gateway's DNS do not; DNS answers through the gateway over UDP and TCP,
 # and not with a private address; spoofed sources are dropped; nothing from
 # outside reaches a sandbox; deny-all; an allow list; after detach no egress; the policy
-# holds while no sbxd runs; a restart rebuilds exactly one table that
+# holds while no sbxd runs; one that ends before it adopts (a failed
+# start) leaves the table, as the sandboxes' interfaces still route; a
+# restart rebuilds exactly one table that
 # behaves the same; at the end the table, the tap and dnsmasq are gone.
 # Usage: egress_test.sh SBXD_NET_PROBE. Exits 77 without root or namespaces.
 set -euo pipefail
@@ -298,6 +300,21 @@ check "so does the tap" quiet on "$H" ip link show sbx5
 check "so does dnsmasq" [ "$(forwarder_pid || true)" = "$first_forwarder" ]
 check "and the policy: the internet yes" answers "$G" http://198.51.100.10/hello internet
 check "and the policy: private no" refused "$G" http://10.99.0.10/hello
+
+# A start that fails before it adopts (this probe quits without adopt):
+# the interfaces of the sandboxes it never attached keep their addresses
+# and routes, so the table it opened stays and drops their packets until
+# an sbxd adopts them; without it they would be routed unfiltered.
+start_probe
+check "a probe that ends before adopt opens the host network" replied "ready *"
+send quit
+check "... and quits" replied "ok bye"
+check "... and exits 0" stop_probe
+check "the table stays: the sandboxes' interfaces it did not adopt still route" [ "$(tables)" = 1 ]
+check "so does the tap" quiet on "$H" ip link show sbx5
+check "with it, G does not reach the internet" refused "$G" http://198.51.100.10/hello
+check "nor the host's uplink address" refused "$G" http://203.0.113.1:8080/hello
+check "nor the host on its gateway address" refused "$G" http://10.231.0.1:8080/hello
 
 start_probe
 check "a second probe opens the host network" replied "ready *"
