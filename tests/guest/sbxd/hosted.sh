@@ -143,6 +143,10 @@ check "hosted: ... and it runs again" running "$(py "b['sandbox']['state']" 2>/d
 # idleMinutes is an absent field, not "off".
 api POST "/v1/sandboxes/$hp/idle" '{"idleMinutes":0}'
 check "hosted: idle pause off again" 200 "$code"
+# A pause may have begun before that (the minute is 2 s here, and the
+# wake's own resume takes longer): wait it out, as browser.sh does.
+hp_settled() { api GET "/v1/sandboxes/$hp"; case $(py "b['sandbox']['state']" 2>/dev/null) in running | paused) ;; *) false ;; esac; }
+WAIT_INTERVAL=0.5 wait_until 180 "$hp to be running or paused" hp_settled
 
 # URLs die with unhost and with the sandbox.
 sbxc unhost "$hp" 8081 >/dev/null 2>&1
