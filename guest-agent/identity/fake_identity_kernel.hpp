@@ -29,12 +29,18 @@ struct FakeIdentityKernel final : IdentityKernel {
     std::vector<Ipv4Prefix> addresses;  // of `ifname`
     std::vector<DefaultRoute> routes;   // the main table's default routes
     ResolvConf resolv;
+    // host name: the kernel's, and /etc/hostname and /etc/hosts (nothing: missing)
+    std::string kernel_hostname = "sandbox";
+    std::optional<std::string> etc_hostname = std::string("sandbox\n");
+    std::optional<std::string> etc_hosts = std::string(
+        "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\t\tlocalhost ip6-localhost ip6-loopback\n");
     // A change (a `calls` entry starting with this) that fails with fail_errno.
     std::string fail_call;
     int fail_errno = EPERM;
     bool ignore_address_adds = false;  // add_ipv4_address succeeds but changes nothing
     // "set_hw_address", "set_flags up|down", "delete_address A/P", "add_address A/P",
-    // "replace_route via G", "delete_route via G metric M", "write_resolv_conf".
+    // "replace_route via G", "delete_route via G metric M", "write_resolv_conf",
+    // "write_etc hosts|hostname", "set_hostname NAME".
     std::vector<std::string> calls;
 
     Result<void> add_entropy(std::span<const std::uint8_t> seed) override {
@@ -156,6 +162,31 @@ struct FakeIdentityKernel final : IdentityKernel {
             return r;
         }
         resolv = ResolvConf{true, false, {}, std::string(text)};
+        return ok();
+    }
+
+    Result<std::string> hostname() override {
+        std::lock_guard lock(mutex);
+        return kernel_hostname;
+    }
+    Result<void> set_hostname(std::string_view name) override {
+        std::lock_guard lock(mutex);
+        if (auto r = record("set_hostname " + std::string(name)); !r) {
+            return r;
+        }
+        kernel_hostname = std::string(name);
+        return ok();
+    }
+    Result<std::optional<std::string>> read_etc(EtcFile file) override {
+        std::lock_guard lock(mutex);
+        return file == EtcFile::Hostname ? etc_hostname : etc_hosts;
+    }
+    Result<void> write_etc(EtcFile file, std::string_view text) override {
+        std::lock_guard lock(mutex);
+        if (auto r = record(file == EtcFile::Hostname ? "write_etc hostname" : "write_etc hosts"); !r) {
+            return r;
+        }
+        (file == EtcFile::Hostname ? etc_hostname : etc_hosts) = std::string(text);
         return ok();
     }
 

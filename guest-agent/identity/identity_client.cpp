@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "guest-agent/identity/hostname_fields.hpp"
 #include "guest-agent/identity/identity_fields.hpp"
 
 namespace sbx::agent {
@@ -25,6 +26,7 @@ Result<IdentityReply> parse_identity_reply(const Json& reply) {
     auto mac = reply_optional_string(reply, "mac");
     auto interface = reply_optional_string(reply, "interface");
     auto boot_id = reply_optional_string(reply, "boot_id");
+    auto hostname = reply_optional_string(reply, "hostname");
     auto reseeded = reply_optional_bool(reply, "reseeded");
     auto link_restarted = reply_optional_bool(reply, "link_restarted");
     auto ipv4_configured = reply_optional_bool(reply, "ipv4_configured");
@@ -36,7 +38,7 @@ Result<IdentityReply> parse_identity_reply(const Json& reply) {
     if (!generation || !cid) {
         return (!generation ? generation.error() : cid.error()).context("identity");
     }
-    for (const auto* r : {&mac, &interface, &boot_id}) {
+    for (const auto* r : {&mac, &interface, &boot_id, &hostname}) {
         if (!*r) {
             return r->error().context("identity");
         }
@@ -54,6 +56,10 @@ Result<IdentityReply> parse_identity_reply(const Json& reply) {
     out.mac = *mac;
     out.interface = *interface;
     out.boot_id = boot_id->value_or("");
+    if (*hostname && (*hostname)->size() > kMaxHostnameBytes) {
+        return malformed_reply("\"hostname\" is longer than a host name").context("identity");
+    }
+    out.hostname = *hostname;
     out.reseeded = reseeded->value_or(false);
     out.link_restarted = link_restarted->value_or(false);
     out.ipv4_configured = ipv4_configured->value_or(false);
@@ -100,6 +106,13 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
         }
         fields["ipv4"] = ipv4_config_json(*request.ipv4);
     }
+    if (request.hostname) {
+        auto hostname = check_hostname(*request.hostname);
+        if (!hostname) {
+            return hostname.error();
+        }
+        fields["hostname"] = std::move(*hostname);
+    }
     auto reply = client.call("identity", std::move(fields));
     if (!reply) {
         return reply.error();
@@ -111,6 +124,10 @@ Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& reque
         if (request.token && !parsed->token_replaced) {
             return make_error("identity: the agent did not confirm the new token (no \"token_replaced\"); "
                               "the old one still works");
+        }
+        if (request.hostname && parsed->hostname && *parsed->hostname != *request.hostname) {
+            return make_error("identity: the guest's host name is \"{}\", not \"{}\"",
+                              printable(*parsed->hostname, 64), *request.hostname);
         }
         if (request.ipv4) {
             if (!parsed->ipv4_configured || !parsed->ipv4) {

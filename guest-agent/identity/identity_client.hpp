@@ -1,7 +1,7 @@
 // The host side of the identity op (docs/agent-protocol.md, "identity"):
 // after booting or restoring a fork, give its guest a fresh RNG seed, its
-// MAC address, its IPv4 network, a generation number and its own token;
-// with no fields, ask what they are.
+// MAC address, its IPv4 network, its host name, a generation number and
+// its own token; with no fields, ask what they are.
 #pragma once
 
 #include <optional>
@@ -24,6 +24,9 @@ struct IdentityRequest {
     // virtio-net interface gets exactly this address and default route, and
     // with `dns` the guest's /etc/resolv.conf; nothing: left alone.
     std::optional<Ipv4Config> ipv4;
+    // The guest's host name (check_hostname, RFC 1123): the kernel's,
+    // /etc/hostname and /etc/hosts' 127.0.1.1 line; nothing: left alone.
+    std::optional<std::string> hostname;
 };
 
 // The agent's reply, checked (the guest is untrusted); `raw` is the whole message.
@@ -40,6 +43,8 @@ struct IdentityReply {
     // call (nothing: no interface, or an agent without the field).
     std::optional<Ipv4State> ipv4;
     bool ipv4_configured = false;
+    // The kernel's host name after the call (nothing: an agent without the field).
+    std::optional<std::string> hostname;
     Json raw;
 };
 
@@ -47,7 +52,9 @@ struct IdentityReply {
 // IPv4 rules): a bad one is an Error without a round trip. With a token, a
 // reply that does not confirm the replacement is an Error (the old token
 // still works); with ipv4, so is a reply whose read-back state is not the
-// one asked for (check_ipv4_state), or that has none (an older agent).
+// one asked for (check_ipv4_state), or that has none (an older agent); with
+// a hostname, a reply naming another one (a reply without the field, from
+// an agent older than the field, is taken: `hostname` is then empty).
 [[nodiscard]] Result<IdentityReply> identity(AgentClient& client, const IdentityRequest& request);
 
 // `bytes` random bytes from the host's getrandom(2), for IdentityRequest::seed.

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,8 @@ Result<void> random_ioctl(unsigned long request, void* argument, std::string_vie
 
 // The biggest resolv.conf read back (glibc reads any size; ours is ~150 bytes).
 constexpr std::size_t kMaxResolvConf = std::size_t{64} * 1024;
+// The biggest /etc/hosts or /etc/hostname read (the image's are ~200 bytes).
+constexpr std::size_t kMaxEtcFile = std::size_t{1} << 20;
 
 Result<int> interface_index(const std::string& ifname) {
     const unsigned index = ::if_nametoindex(ifname.c_str());
@@ -90,8 +93,11 @@ DefaultRoute default_route(const rtnl::RouteEntry& entry) {
 
 class SystemIdentityKernel final : public IdentityKernel {
 public:
-    SystemIdentityKernel(std::filesystem::path sys_class_net, std::filesystem::path resolv_conf)
-        : sys_class_net_(std::move(sys_class_net)), resolv_conf_(std::move(resolv_conf)) {}
+    SystemIdentityKernel(std::filesystem::path sys_class_net, std::filesystem::path resolv_conf,
+                         std::filesystem::path etc_dir)
+        : sys_class_net_(std::move(sys_class_net)),
+          resolv_conf_(std::move(resolv_conf)),
+          etc_dir_(std::move(etc_dir)) {}
 
     Result<void> add_entropy(std::span<const std::uint8_t> seed) override {
         std::vector<std::uint32_t> words = rand_pool_info_words(seed);
@@ -301,6 +307,41 @@ public:
         return replace_file_atomically(resolv_conf_, text);
     }
 
+    Result<std::string> hostname() override {
+        struct utsname names {};
+        if (::uname(&names) < 0) {
+            return sys_error("uname");
+        }
+        return std::string(names.nodename);
+    }
+
+    Result<void> set_hostname(std::string_view name) override {
+        if (::sethostname(name.data(), name.size()) < 0) {
+            return sys_error("sethostname {}", name);
+        }
+        return ok();
+    }
+
+    Result<std::optional<std::string>> read_etc(EtcFile file) override {
+        const std::filesystem::path path = etc_path(file);
+        struct stat st {};
+        if (::stat(path.c_str(), &st) < 0) {
+            if (errno == ENOENT) {
+                return std::optional<std::string>();
+            }
+            return sys_error("reading {}", path.string());
+        }
+        auto text = read_file(path.string(), kMaxEtcFile);
+        if (!text) {
+            return text.error();
+        }
+        return std::optional<std::string>(std::move(*text));
+    }
+
+    Result<void> write_etc(EtcFile file, std::string_view text) override {
+        return replace_file_atomically(etc_path(file), text);
+    }
+
 private:
     static Result<void> with_name(Result<void> r, const std::string& ifname) {
         if (!r) {
@@ -340,8 +381,13 @@ private:
         return defaults;
     }
 
+    [[nodiscard]] std::filesystem::path etc_path(EtcFile file) const {
+        return etc_dir_ / (file == EtcFile::Hostname ? "hostname" : "hosts");
+    }
+
     std::filesystem::path sys_class_net_;
     std::filesystem::path resolv_conf_;
+    std::filesystem::path etc_dir_;
 };
 
 // Unlinks a temporary file unless it was renamed into place.
@@ -367,8 +413,10 @@ private:
 }  // namespace
 
 std::unique_ptr<IdentityKernel> make_system_identity_kernel(std::filesystem::path sys_class_net,
-                                                            std::filesystem::path resolv_conf) {
-    return std::make_unique<SystemIdentityKernel>(std::move(sys_class_net), std::move(resolv_conf));
+                                                            std::filesystem::path resolv_conf,
+                                                            std::filesystem::path etc_dir) {
+    return std::make_unique<SystemIdentityKernel>(std::move(sys_class_net), std::move(resolv_conf),
+                                                  std::move(etc_dir));
 }
 
 Result<void> replace_file_atomically(const std::filesystem::path& path, std::string_view text) {

@@ -1,6 +1,7 @@
 // The kernel calls behind the identity op: seeding the RNG, reading the
-// vsock CID, the virtio-net interface's MAC and IPv4 settings, and
-// /etc/resolv.conf. The agent binds
+// vsock CID, the virtio-net interface's MAC and IPv4 settings,
+// /etc/resolv.conf, and the host name (the kernel's, /etc/hostname and
+// /etc/hosts). The agent binds
 // SystemIdentityKernel (the real system calls; it runs as root in the
 // guest); host tests bind a fake, so they never touch the host's RNG or
 // network.
@@ -37,6 +38,9 @@ struct ResolvConf {
     std::string target;  // symlink only
     std::string text;
 };
+
+// The files of the machine's own name, under the kernel's etc directory.
+enum class EtcFile { Hostname, Hosts };
 
 class IdentityKernel {
 public:
@@ -89,14 +93,25 @@ public:
     // its target), fsync of the directory.
     [[nodiscard]] virtual Result<ResolvConf> read_resolv_conf() = 0;
     [[nodiscard]] virtual Result<void> write_resolv_conf(std::string_view text) = 0;
+
+    // The kernel's host name (uname(2) nodename) and setting it
+    // (sethostname(2): CAP_SYS_ADMIN over the UTS namespace, at most
+    // 64 bytes).
+    [[nodiscard]] virtual Result<std::string> hostname() = 0;
+    [[nodiscard]] virtual Result<void> set_hostname(std::string_view name) = 0;
+    // /etc/hostname or /etc/hosts: its text (nothing when it is missing),
+    // and replacing it atomically as write_resolv_conf does.
+    [[nodiscard]] virtual Result<std::optional<std::string>> read_etc(EtcFile file) = 0;
+    [[nodiscard]] virtual Result<void> write_etc(EtcFile file, std::string_view text) = 0;
 };
 
 // The real system calls. `sys_class_net` is where interfaces are listed
-// (/sys/class/net) and `resolv_conf` the resolver file (/etc/resolv.conf);
-// a test points them at a fake tree and a scratch file.
+// (/sys/class/net), `resolv_conf` the resolver file (/etc/resolv.conf) and
+// `etc_dir` where hostname and hosts are (/etc); a test points them at a
+// fake tree and scratch files.
 [[nodiscard]] std::unique_ptr<IdentityKernel> make_system_identity_kernel(
     std::filesystem::path sys_class_net = "/sys/class/net",
-    std::filesystem::path resolv_conf = "/etc/resolv.conf");
+    std::filesystem::path resolv_conf = "/etc/resolv.conf", std::filesystem::path etc_dir = "/etc");
 
 // Replaces `path` with a file holding `text` (mode 0644) as
 // IdentityKernel::write_resolv_conf describes.

@@ -1,14 +1,16 @@
 // The identity op (docs/agent-protocol.md, "identity"): what a fork does
 // instead of a VM generation ID device. The host calls it right after
 // restoring a snapshot copy: a fresh seed for the kernel RNG, the fork's
-// MAC address and IPv4 network, a generation number the agent reports from
-// then on, and its own per-boot token (a snapshot's forks would otherwise
-// share one).
+// MAC address and IPv4 network, its host name, a generation number the
+// agent reports from then on, and its own per-boot token (a snapshot's
+// forks would otherwise share one).
 #include <cstring>
 #include <fstream>
 
 #include "base/log.hpp"
 #include "guest-agent/agent/agent.hpp"
+#include "guest-agent/identity/hostname_apply.hpp"
+#include "guest-agent/identity/hostname_fields.hpp"
 #include "guest-agent/identity/identity_fields.hpp"
 #include "guest-agent/identity/identity_state.hpp"
 #include "guest-agent/identity/ipv4_apply.hpp"
@@ -22,6 +24,7 @@ struct IdentityFields {
     std::optional<MacAddress> mac;
     std::optional<std::string> token;
     std::optional<Ipv4Config> ipv4;
+    std::optional<std::string> hostname;
 };
 
 Result<IdentityFields> parse_fields(const Json& request) {
@@ -71,6 +74,16 @@ Result<IdentityFields> parse_fields(const Json& request) {
             return ipv4.error().context("\"ipv4\"");
         }
         fields.ipv4 = std::move(*ipv4);
+    }
+    if (auto it = request.find("hostname"); it != request.end() && !it->is_null()) {
+        if (!it->is_string()) {
+            return make_error("\"hostname\" must be a string (a host name, RFC 1123)");
+        }
+        auto hostname = check_hostname(it->get_ref<const std::string&>());
+        if (!hostname) {
+            return hostname.error();
+        }
+        fields.hostname = std::move(*hostname);
     }
     return fields;
 }
@@ -158,6 +171,22 @@ Result<void> identity(Session& session, const Json& request) {
         }
         ipv4 = ipv4_state_json(*current);
     }
+    // After the network (a name that resolves locally needs nothing of
+    // it), before the generation and the token: a failure here can be
+    // repeated whole as well.
+    if (fields->hostname) {
+        auto changes = apply_hostname(kernel, *fields->hostname);
+        if (!changes) {
+            return changes.error();
+        }
+        if (changes->kernel_name_set || changes->hosts_written || changes->hostname_file_written) {
+            log::info("identity: host name {} (was {})", *fields->hostname, changes->previous);
+        }
+    }
+    Json hostname = nullptr;
+    if (auto current = kernel.hostname()) {
+        hostname = *current;
+    }
     if (fields->generation) {
         state.set_generation(*fields->generation);
     }
@@ -190,6 +219,7 @@ Result<void> identity(Session& session, const Json& request) {
                                                {"link_restarted", link_restarted},
                                                {"token_replaced", token_replaced},
                                                {"ipv4", std::move(ipv4)},
+                                               {"hostname", std::move(hostname)},
                                                {"ipv4_configured", fields->ipv4.has_value()}});
 }
 

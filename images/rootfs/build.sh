@@ -15,6 +15,8 @@ load_recipe rootfs-base
 source "$IMAGES_DIR/rootfs/agent.sh"
 
 # Apparent size of the image (sparse: only the ~250 MiB in use take space).
+# A sandbox's disk is bigger (sbxd's diskGib): the guest grows the file
+# system to it at boot (sbx-growfs.service).
 ROOTFS_SIZE=2G
 
 # Units a sandbox does not need, masked (-> /dev/null) so that nothing,
@@ -98,6 +100,12 @@ rootfs_configure() {
     mkdir -p "$root/etc/systemd/system/sysinit.target.wants"
     ln -sfn /etc/systemd/system/sbx-agent.service \
         "$root/etc/systemd/system/sysinit.target.wants/sbx-agent.service"
+    # The root file system grows to its disk at every boot (images/README.md,
+    # "sbx-growfs.service"): the disk sbxd gives a sandbox is bigger than
+    # ROOTFS_SIZE.
+    [[ -x $root/usr/sbin/resize2fs ]] || die "rootfs: no /usr/sbin/resize2fs (e2fsprogs) for sbx-growfs.service"
+    ln -sfn /etc/systemd/system/sbx-growfs.service \
+        "$root/etc/systemd/system/sysinit.target.wants/sbx-growfs.service"
 
     # sshd (images/README.md, "sshd"): enabled for multi-user.target, and
     # no host keys in the image: the packages' postinst made some, and

@@ -322,13 +322,18 @@ Result<ResumeRequest> parse_resume(std::string_view body) {
     SBXD_TRY(json, parse_body(body));
     Fields f(*json);
     SBXD_TRY(size, f.string("size"));
+    SBXD_TRY(disk, f.integer("diskGib", 1, 64 * 1024));
     if (auto done = f.finish(); !done) {
         return done.error();
     }
     if (auto c = check_size_name(*size); !c) {
         return c.error();
     }
-    return ResumeRequest{*size};
+    ResumeRequest r{*size};
+    if (*disk) {
+        r.disk_gib = as_int(*disk);
+    }
+    return r;
 }
 
 Result<ForkRequest> parse_fork(std::string_view body) {

@@ -57,6 +57,9 @@ struct StopRequest {
 struct ResumeRequest {
     std::optional<std::string> size;  // a new size: a cold boot
     std::string reason{};             // set by sbxd: "wake" for a request that woke a paused sandbox
+    // A bigger disk, in GiB: a cold boot (resized) on a disk grown to it,
+    // whose guest grows its file system at boot; not smaller than the disk.
+    std::optional<int> disk_gib{};
 };
 
 struct ForkRequest {

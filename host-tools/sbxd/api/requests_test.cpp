@@ -204,6 +204,10 @@ TEST_CASE("stop, resume, fork and snapshot bodies") {
     CHECK_FALSE(parse_resume("{}").value().size);
     CHECK(parse_resume(R"({"size":"xlarge"})").value().size == "xlarge");
     CHECK(code_of(parse_resume(R"({"size":"tiny"})")) == "invalid_argument");
+    CHECK_FALSE(parse_resume("{}").value().disk_gib);
+    CHECK(parse_resume(R"({"diskGib":16})").value().disk_gib == 16);
+    CHECK(code_of(parse_resume(R"({"diskGib":0})")) == "invalid_argument");
+    CHECK(code_of(parse_resume(R"({"diskGib":"16"})")) == "invalid_argument");
 
     auto fork = parse_fork("");
     REQUIRE(fork.has_value());

@@ -1,11 +1,14 @@
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 
 #include "base/log.hpp"
+#include "base/unique_fd.hpp"
 #include "devices/virtio/blk/qcow2/qcow2_create.hpp"
 #include "guest-agent/exec/exec_client.hpp"
 #include "guest-agent/identity/identity_client.hpp"
@@ -14,6 +17,7 @@
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
 #include "host-tools/sbxd/vmm/cpu_signature.hpp"
+#include "host-tools/sbxd/vmm/guest_api.hpp"
 #include "host-tools/sbxd/vmm/vmm_launch.hpp"
 #include "host-tools/sbxd/vmm/vmm_process.hpp"
 
@@ -35,6 +39,21 @@ std::uint64_t file_size(const std::string& path) {
 }
 
 }  // namespace
+
+Result<std::uint64_t> qcow2_virtual_size(const std::string& path) {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) {
+        return sys_error("opening {}", path);
+    }
+    std::array<std::uint8_t, 32> header{};
+    if (::pread(fd.get(), header.data(), header.size(), 0) != static_cast<ssize_t>(header.size())) {
+        return make_error("{}: no qcow2 header", path);
+    }
+    if (qcow2::load_be32(header.data()) != qcow2::kMagic) {
+        return make_error("{}: not a qcow2 image", path);
+    }
+    return qcow2::load_be64(header.data() + 24);  // QEMU's qcow2 spec: "size" at byte 24
+}
 
 Result<void> make_image_overlay(const std::string& path, const BootImage& image, int disk_gib) {
     // The overlay is the sandbox's whole disk: never smaller than the image.
@@ -154,10 +173,13 @@ Result<VmmDriver::Started> VmmDriver::boot_cold(const SandboxRecord& sandbox, co
         !ready) {
         return fail(ready.error());
     }
+    // The image's host name is every guest's: its own, and its network.
+    IdentityUpdate update{std::nullopt, std::nullopt, std::nullopt, sandbox_hostname(sandbox)};
     if (*network) {
-        if (auto told = give_identity(files, *token, {std::nullopt, std::nullopt, (*network)->guest}); !told) {
-            return fail(told.error());
-        }
+        update.network = (*network)->guest;
+    }
+    if (auto told = give_identity(files, *token, update); !told) {
+        return fail(told.error());
     }
     return Started{*process, *cid, *token};
 }
@@ -200,18 +222,24 @@ Result<VmmDriver::Started> VmmDriver::boot_restore(const std::string& id, const 
         !ready) {
         return fail(ready.error());
     }
+    // A stop with memory saved it frozen (the guest would also thaw by
+    // itself): thawed first, with the token of before, since the identity
+    // op may write files (/etc/hosts, /etc/hostname for a new host name),
+    // which on a frozen file system would wait for the thaw.
+    if (auto thawed = thaw_guest(files, restore.saved_token); !thawed) {
+        log::warn("{}: {}", files.dir(), thawed.error().to_string());
+    }
     // The saved guest still takes the token of before: a new one for this
     // life, and its network (a restored template or fork has another's).
-    IdentityUpdate update{*token, restore.generation, std::nullopt};
+    SandboxRecord named;
+    named.id = id;
+    named.name = record ? record->name : id;
+    IdentityUpdate update{*token, restore.generation, std::nullopt, sandbox_hostname(named)};
     if (*network) {
         update.network = (*network)->guest;
     }
     if (auto renewed = give_identity(files, restore.saved_token, update); !renewed) {
         return fail(renewed.error());
-    }
-    // A stop with memory saved it frozen; the guest would also thaw by itself.
-    if (auto thawed = thaw_guest(files, *token); !thawed) {
-        log::warn("{}: {}", files.dir(), thawed.error().to_string());
     }
     if (auto written = files.write_vmm(VmmFile{*token, *cid, *process}); !written) {
         return fail(written.error());
@@ -471,13 +499,42 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         wanted.cpus = shape->cpus;
         wanted.memory_mib = shape->memory_mib;
     }
-    const bool resized = wanted.cpus != s->cpus || wanted.memory_mib != s->memory_mib;
+    // A bigger disk: the disk grows under a new overlay before the cold
+    // boot, and the guest's file system with it at boot (sbx-growfs.service).
+    const SandboxFiles f = files(id);
+    std::uint64_t grow_to = 0;
+    if (request.disk_gib) {
+        auto now_bytes = qcow2_virtual_size(f.disk());
+        if (!now_bytes) {
+            return api_error(now_bytes.error(), api::code::kInternal);
+        }
+        const std::uint64_t wanted_bytes = static_cast<std::uint64_t>(*request.disk_gib) * kGiB;
+        if (*request.disk_gib > config_.limits.max_disk_gib) {
+            return make_coded_error(api::code::kInvalidArgument,
+                                    "diskGib {} is more than this host's limit of {}", *request.disk_gib,
+                                    config_.limits.max_disk_gib);
+        }
+        if (wanted_bytes < *now_bytes) {
+            return make_coded_error(
+                api::code::kInvalidArgument,
+                "diskGib {} is smaller than the sandbox's disk ({} GiB): a disk never shrinks",
+                *request.disk_gib, *now_bytes / kGiB);
+        }
+        if (wanted_bytes > *now_bytes) {
+            grow_to = wanted_bytes;
+        }
+    }
+    if (grow_to != 0 && (s->state == SandboxState::Stopped || s->state == SandboxState::Paused ||
+                         s->state == SandboxState::Crashed)) {
+        wanted.disk_gib = *request.disk_gib;
+    }
+    const bool resized =
+        wanted.cpus != s->cpus || wanted.memory_mib != s->memory_mib || wanted.disk_gib != s->disk_gib;
     auto creating =
         store_.change_state(id, StateChange{SandboxState::Creating, clock_(), std::nullopt, request.reason});
     if (!creating) {
         return creating.error();
     }
-    const SandboxFiles f = files(id);
     ResumeOutcome outcome;
     Result<Started> started = make_error("not started");
     if (auto why = cold_start_reason(f.has_memory(), resized, read_cpu_signature(f.memory()), config_.cpu_signature);
@@ -509,6 +566,12 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
                 return crash(id, set.error(), api::code::kInternal);
             }
         }
+        if (wanted.disk_gib != s->disk_gib) {
+            // No byte copied: the disk becomes a layer under a bigger overlay.
+            if (auto grown = freeze_disk(id, grow_to); !grown) {
+                return crash(id, grown.error().context("growing the disk"), api::code::kInternal);
+            }
+        }
         started = boot_cold(wanted, f);
     }
     if (!started) {
@@ -519,6 +582,8 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         return running.error();
     }
     outcome.sandbox = *running;
+    // (The row keeps the diskGib of the create: Store::set_shape has no
+    // disk yet. The disk's own size, its qcow2 header, is what counts.)
     return outcome;
 }
 

@@ -8,7 +8,8 @@
 //   stop     a raw memory snapshot (memory) or nothing (disk-only), then
 //            the VMM ends
 //   resume   a copy-on-write restore of that snapshot and a new token, or
-//            a cold boot from the disk, saying why
+//            a cold boot from the disk, saying why (a new size or a bigger
+//            disk: resized; the disk grows under a new overlay)
 //   fork     the parent's disk frozen into a shared layer, new overlays on
 //            it for the parent and each child; with memory, every one of
 //            them restored from one snapshot of the parent, each child with
@@ -193,7 +194,9 @@ private:
     [[nodiscard]] std::string cgroup_path(const SandboxFiles& files) const;
     void remove_unowned_cgroups();
     [[nodiscard]] Result<SandboxRecord> new_record(const SandboxRecord& like, const std::string& id) const;
-    [[nodiscard]] Result<std::string> freeze_disk(const std::string& id);
+    // The sandbox's disk becomes a frozen layer under a new overlay of
+    // `size` bytes (0: the layer's size; more: the disk grows).
+    [[nodiscard]] Result<std::string> freeze_disk(const std::string& id, std::uint64_t size = 0);
     [[nodiscard]] Result<std::vector<SandboxRecord>> fork_locked(
         const SandboxRecord& parent, const api::ForkRequest& request,
         const std::optional<IdempotencyClaim>& claim, const std::vector<std::string>& child_ids);
@@ -242,6 +245,9 @@ private:
     std::jthread watcher_;
     std::stop_source stopping_;  // cancel_starts()
 };
+
+// The virtual size of the qcow2 image at `path` (its header's size field).
+[[nodiscard]] Result<std::uint64_t> qcow2_virtual_size(const std::string& path);
 
 // A qcow2 overlay at `path` on the image's raw root disk, of `disk_gib`
 // GiB but never smaller than the image.

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/unix_socket.hpp"
+#include "devices/virtio/blk/qcow2/qcow2_create.hpp"
 #include "host-tools/sbxd/sandbox/process_identity.hpp"
 #include "host-tools/sbxd/vmm/boot_images.hpp"
 #include "host-tools/sbxd/vmm/cid_allocator.hpp"
@@ -429,4 +430,30 @@ TEST_CASE("/etc/sandboxer/env: the identity, the operator's defaults unless noEn
     CHECK(text.find("C=secret\n") != std::string::npos);
     s.no_env = true;
     CHECK(guest_env_file(s, "sbxk_t", defaults).find("C=secret") == std::string::npos);
+}
+
+TEST_CASE("the guest's host name: the sandbox's name when it is one (RFC 1123), else its subdomain") {
+    SandboxRecord s;
+    s.id = "sbx_00ff";
+    s.name = s.id;  // today's names: an '_' is no host-name character
+    CHECK(sandbox_hostname(s) == "sbx-00ff");
+    s.name = "Web-1";
+    CHECK(sandbox_hostname(s) == "web-1");
+    s.name = "";
+    CHECK(sandbox_hostname(s) == "sbx-00ff");
+    s.name = std::string(65, 'a');
+    CHECK(sandbox_hostname(s) == "sbx-00ff");
+    s.name = "-x";
+    CHECK(sandbox_hostname(s) == "sbx-00ff");
+}
+
+TEST_CASE("a qcow2 image's virtual size is read from its header") {
+    TempDir dir{"sbxd-qcow2-size"};
+    const std::string disk = dir.path() + "/disk.qcow2";
+    REQUIRE(qcow2::create_overlay(disk, "", qcow2::BackingFormat::None, 3ULL << 30).has_value());
+    CHECK(qcow2_virtual_size(disk).value() == 3ULL << 30);
+    const std::string raw = dir.path() + "/raw.img";
+    std::ofstream(raw) << std::string(64, '\0');
+    CHECK_FALSE(qcow2_virtual_size(raw));
+    CHECK_FALSE(qcow2_virtual_size(dir.path() + "/missing"));
 }

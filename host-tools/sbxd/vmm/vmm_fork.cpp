@@ -50,7 +50,7 @@ Result<SandboxRecord> VmmDriver::new_record(const SandboxRecord& like, const std
 // The sandbox's disk becomes a layer: a second name for the same file
 // (nothing copied), then a new empty overlay on it takes disk.qcow2's name
 // by rename, so disk.qcow2 is whole at every instant.
-Result<std::string> VmmDriver::freeze_disk(const std::string& id) {
+Result<std::string> VmmDriver::freeze_disk(const std::string& id, std::uint64_t size) {
     const SandboxFiles f = files(id);
     std::error_code ec;
     fs::create_directories(layers_dir(), ec);
@@ -67,7 +67,7 @@ Result<std::string> VmmDriver::freeze_disk(const std::string& id) {
     }
     const std::string next = f.dir() + "/disk.next.qcow2";
     ::unlink(next.c_str());
-    if (auto made = qcow2::create_overlay(next, layer, qcow2::BackingFormat::Qcow2, 0); !made) {
+    if (auto made = qcow2::create_overlay(next, layer, qcow2::BackingFormat::Qcow2, size); !made) {
         ::unlink(layer.c_str());
         return made.error();
     }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/log.hpp"
 #include "base/unique_fd.hpp"
 #include "guest-agent/client/agent_client.hpp"
 #include "guest-agent/freeze/freeze_client.hpp"
@@ -142,7 +143,7 @@ Result<void> wait_for_agent(const VmmProcess& vmm, const SandboxFiles& files, co
 }
 
 Result<void> give_identity(const SandboxFiles& files, const std::string& token, const IdentityUpdate& update) {
-    if (!update.new_token && !update.generation && !update.network) {
+    if (!update.new_token && !update.generation && !update.network && !update.hostname) {
         return ok();
     }
     agent::AgentEndpoint endpoint;
@@ -154,6 +155,7 @@ Result<void> give_identity(const SandboxFiles& files, const std::string& token, 
     }
     agent::IdentityRequest request;
     request.token = update.new_token;
+    request.hostname = update.hostname;  // checked by identity() before it is sent
     if (update.network) {
         request.mac = update.network->mac;  // checked by identity() before it is sent
         auto ipv4 = agent::parse_ipv4_settings(update.network->address, update.network->gateway, update.network->dns);
@@ -173,6 +175,10 @@ Result<void> give_identity(const SandboxFiles& files, const std::string& token, 
     auto reply = agent::identity(*client, request);
     if (!reply) {
         return reply.error().context("identity op");
+    }
+    if (update.hostname && !reply->hostname) {
+        // An agent older than the field (a named snapshot's memory) ignores it.
+        log::warn("{}: the guest's agent did not confirm the host name {}", files.dir(), *update.hostname);
     }
     return ok();
 }

@@ -79,11 +79,13 @@ struct LaunchSpec {
 // The identity op (docs/agent-protocol.md "identity"), on the connection
 // `token` opens: on a restored guest a new token (`new_token`), and with a
 // generation a fresh RNG seed too (a fork); on any guest with a network,
-// its MAC, address, route and DNS.
+// its MAC, address, route and DNS; on every started guest its host name
+// (sandbox_hostname, guest_api.hpp).
 struct IdentityUpdate {
     std::optional<std::string> new_token;
     std::optional<std::uint64_t> generation;
     std::optional<GuestNetwork> network;
+    std::optional<std::string> hostname{};
 };
 [[nodiscard]] Result<void> give_identity(const SandboxFiles& files, const std::string& token,
                                          const IdentityUpdate& update);

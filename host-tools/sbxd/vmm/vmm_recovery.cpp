@@ -1,5 +1,7 @@
 // What a starting sbxd finds (docs/sbxd.md, "Restart"), and the watch
 // for VMMs that end on their own while their sandbox runs.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -179,14 +181,38 @@ void VmmDriver::remove_unowned_cgroups() {
     }
 }
 
+namespace {
+
+// Whether the VMM has ended, without reaping it (so the status stays for
+// poll_process_end under the lock): waitid with WNOWAIT for sbxd's own
+// child, /proc for an adopted one (not our child: ECHILD).
+bool vmm_ended_unreaped(const VmmProcess& vmm) {
+    if (vmm.pid <= 0) {
+        return true;
+    }
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(vmm.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) {
+        return info.si_pid != 0;
+    }
+    return !is_same_process_alive(vmm);
+}
+
+}  // namespace
+
 void VmmDriver::check_vmms() {
     auto running = store_.list_sandboxes({{}, {SandboxState::Running}});
     if (!running) {
         return;
     }
     for (const auto& s : *running) {
+        // A live VMM first, without the sandbox's lock: holding it for
+        // every pass made a request that came meanwhile (a delete) fail
+        // with invalid_state ("another operation ... is in progress").
+        if (!s.vmm || !vmm_ended_unreaped(*s.vmm)) {
+            continue;
+        }
         auto operation = begin(s.id);
-        if (!operation || !s.vmm) {
+        if (!operation) {
             continue;  // busy: the operation sees for itself
         }
         auto end = poll_process_end(*s.vmm);

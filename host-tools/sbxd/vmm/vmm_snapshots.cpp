@@ -267,7 +267,12 @@ Result<CreateOutcome> VmmDriver::create_from_snapshot(const CreateSpec& spec, co
             }
         }
     }
-    const std::uint64_t size = s.disk_gib > snapshot.disk_gib ? static_cast<std::uint64_t>(s.disk_gib) * kGiB : 0;
+    std::uint64_t size = s.disk_gib > snapshot.disk_gib ? static_cast<std::uint64_t>(s.disk_gib) * kGiB : 0;
+    // Never below the layer: a disk grown by a resume is bigger than the
+    // diskGib its row (and so the snapshot's) kept.
+    if (auto layer_size = qcow2_virtual_size(layer); size != 0 && layer_size && size < *layer_size) {
+        size = 0;
+    }
     auto fresh_overlay = [&] {
         ::unlink(f.disk().c_str());
         return qcow2::create_overlay(f.disk(), layer, qcow2::BackingFormat::Qcow2, size);

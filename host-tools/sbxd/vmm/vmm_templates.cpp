@@ -5,7 +5,11 @@
 // A create restores from it copy-on-write and gives the guest a fresh
 // identity (generation, RNG seed, token) and its own CID; without one it
 // cold-boots and has one built in the background. A template is built in a
-// .tmp- folder and renamed into place whole.
+// .tmp- folder and renamed into place whole. Its disk is the size of the
+// sandboxes made from it (the folder's name has it): the guest grows its
+// root file system to the disk at boot (sbx-growfs.service, beside the
+// agent), and the build waits for that before saving, so the template's
+// disk and memory hold the grown file system and no sandbox grows it again.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +17,7 @@
 
 #include "base/log.hpp"
 #include "devices/virtio/blk/qcow2/qcow2_create.hpp"
+#include "guest-agent/exec/exec_client.hpp"
 #include "guest-agent/identity/identity_client.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
 #include "host-tools/sbxd/vmm/control_client.hpp"
@@ -28,6 +33,35 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kBuildingMark = ".tmp-";
+
+// The image's unit that grows the root file system to its disk
+// (images/rootfs/files/etc/systemd/system/sbx-growfs.service).
+constexpr const char* kGrowfsUnit = "sbx-growfs.service";
+// An online resize of a few GiB is seconds on hardware, more under TCG.
+constexpr std::chrono::minutes kGrowfsTimeout{5};
+
+// Waits for the template guest's file system growth to end: `systemctl
+// start` of the unit its boot already queued returns once that job is
+// done (at once if it was). Best effort: an image without the unit, or
+// without systemd, gets a log line and is saved as it is (a sandbox from
+// it then goes on with whatever its boot was doing).
+void wait_for_growfs(const SandboxFiles& t, const std::string& token) {
+    agent::AgentEndpoint endpoint{t.vsock_socket(), agent::kAgentPort, token};
+    endpoint.reply_timeout = kGrowfsTimeout + std::chrono::seconds(30);
+    auto client = agent::AgentClient::connect(endpoint);
+    if (!client) {
+        log::warn("{}: waiting for {}: {}", t.dir(), kGrowfsUnit, client.error().to_string());
+        return;
+    }
+    auto done = agent::exec(*client, agent::ExecRequest{.argv = {"systemctl", "start", kGrowfsUnit},
+                                                        .timeout = kGrowfsTimeout});
+    if (!done) {
+        log::info("{}: waiting for {}: {}", t.dir(), kGrowfsUnit, done.error().to_string());
+    } else if (done->code != 0) {
+        log::info("{}: systemctl start {} exited {}: {}", t.dir(), kGrowfsUnit, done->code.value_or(-1),
+                  done->stderr_data.substr(0, 300));
+    }
+}
 
 }  // namespace
 
@@ -126,6 +160,7 @@ Result<void> VmmDriver::build_template(const SandboxRecord& like, const BootImag
     if (auto ready = wait_for_agent(*process, t, *token, config_.boot_timeout, stop); !ready) {
         return end(ready.error());
     }
+    wait_for_growfs(t, *token);
     auto saved = save_memory(*process, t, kSnapshotTimeout);
     if (!saved) {
         return end(saved.error());

@@ -25,7 +25,7 @@ check "ssh: plain ssh ID.sbx runs a command as root" root "$(sh_ssh "$sh_id.sbx"
 [ -s "$logdir/ssh.err" ] && echo "ssh: ssh said: $(tail -n 5 "$logdir/ssh.err")"
 check "ssh: sshd listens on the guest's loopback only" "127.0.0.1:22" \
   "$(sh_ssh "$sh_id.sbx" "ss -Hltn | awk '\$4 ~ /:22\$/ { print \$4 }'" 2>/dev/null | xargs)"
-check "ssh: sbx ssh ID -- CMD" sandbox "$(sbxs ssh "$sh_id" -- hostname 2>/dev/null)"
+check "ssh: sbx ssh ID -- CMD" "$(printf %s "$sh_id" | tr _ -)" "$(sbxs ssh "$sh_id" -- hostname 2>/dev/null)"
 check "ssh: a password login is refused" refused \
   "$(sh_ssh -o PubkeyAuthentication=no -o PreferredAuthentications=password,keyboard-interactive "$sh_id.sbx" true \
      >/dev/null 2>&1 && echo admitted || echo refused)"
