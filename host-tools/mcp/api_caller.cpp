@@ -4,6 +4,14 @@
 
 namespace sbx::mcp {
 
+std::string string_member(const Json& object, std::string_view key) {
+    if (!object.is_object()) {
+        return {};
+    }
+    const auto it = object.find(std::string(key));
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string url_encode(std::string_view text) {
     static constexpr char kHex[] = "0123456789ABCDEF";
     std::string out;
@@ -51,9 +59,7 @@ Result<Collected> collect(ApiCaller& api, const ApiCall& call, std::size_t limit
 Error api_error(const ApiCall& call, const Collected& answer) {
     const Json body = Json::parse(answer.body, nullptr, false);
     if (body.is_object() && body.value("code", Json()).is_string()) {
-        return make_coded_error(body["code"].get<std::string>(), "{}", body.value("message", Json("")).is_string()
-                                                                           ? body["message"].get<std::string>()
-                                                                           : std::string());
+        return make_coded_error(body["code"].get<std::string>(), "{}", string_member(body, "message"));
     }
     return make_coded_error("bad_response", "sbxd answered {} {} with status {} and no API error", call.method,
                             call.target, answer.head.status);

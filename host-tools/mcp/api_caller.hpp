@@ -49,6 +49,10 @@ public:
 // the unreserved characters).
 [[nodiscard]] std::string url_encode(std::string_view text);
 
+// The member `key` of `object` when it is a string, else "" (a JSON value
+// from a client or a peer may lack it, or hold another type).
+[[nodiscard]] std::string string_member(const Json& object, std::string_view key);
+
 // A call whose answer is a JSON object: the object for 2xx; for an error
 // status the API's error (docs/api.md "Errors") as an Error with its code,
 // and "bad_response" for a body that is not JSON or is over `limit`.

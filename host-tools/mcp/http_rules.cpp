@@ -80,13 +80,14 @@ std::optional<Json> header_mismatch(const Json& body, const PostHeaders& headers
     if (!headers.protocol_version) {
         return mismatch(body, "the MCP-Protocol-Version header is required");
     }
-    const Json meta = body.value("params", Json::object()).value("_meta", Json::object());
+    const Json params = body.value("params", Json::object());
+    const Json meta = params.is_object() ? params.value("_meta", Json::object()) : Json();
     const Json version = meta.is_object() ? meta.value("io.modelcontextprotocol/protocolVersion", Json()) : Json();
     if (version.is_string() && version != *headers.protocol_version) {
         return mismatch(body, fmt::format("MCP-Protocol-Version header value '{}' does not match body value '{}'",
                                           *headers.protocol_version, version.get<std::string>()));
     }
-    const std::string method = body.value("method", Json("")).is_string() ? body["method"].get<std::string>() : "";
+    const std::string method = string_member(body, "method");
     if (!headers.method) {
         return mismatch(body, "the Mcp-Method header is required");
     }
@@ -95,7 +96,6 @@ std::optional<Json> header_mismatch(const Json& body, const PostHeaders& headers
                                           method));
     }
     if (method == "tools/call" || method == "prompts/get" || method == "resources/read") {
-        const Json params = body.value("params", Json::object());
         const Json name = params.is_object() ? params.value(method == "resources/read" ? "uri" : "name", Json()) : Json();
         if (!headers.name) {
             return mismatch(body, fmt::format("the Mcp-Name header is required for {}", method));

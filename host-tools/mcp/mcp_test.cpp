@@ -91,6 +91,7 @@ TEST_CASE("initialize agrees on a version and names the server") {
     CHECK(bed.session.protocol_version == "2025-06-18");
     // An unknown version gets our newest (basic/lifecycle: not an error).
     CHECK(bed.request("initialize", {{"protocolVersion", "1999-01-01"}})["result"]["protocolVersion"] == "2025-11-25");
+    CHECK(bed.request("initialize", Json::object())["result"]["protocolVersion"] == "2025-11-25");
     CHECK(!bed.protocol.handle(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, bed.session, bed.api));
     CHECK(bed.session.initialized);
 }
@@ -382,6 +383,15 @@ TEST_CASE("Streamable HTTP: which revision a POST speaks, and its headers") {
         CHECK((*error)["error"]["code"] == rpc::kHeaderMismatch);
         CHECK((*error)["id"] == 2);
         CHECK(http_status(*error, Era::Modern) == 400);
+    }
+    // A body lacking method or holding params of another type is a
+    // mismatch, never a read past the object (found by fuzz/sbxd_http).
+    for (const Json& odd : {Json{{"jsonrpc", "2.0"}, {"id", 3}},
+                            Json{{"jsonrpc", "2.0"}, {"id", 3}, {"method", 7}, {"params", Json::array()}},
+                            Json{{"jsonrpc", "2.0"}, {"id", 3}, {"method", "tools/call"}, {"params", "x"}}}) {
+        auto error = header_mismatch(odd, good);
+        REQUIRE(error.has_value());
+        CHECK((*error)["error"]["code"] == rpc::kHeaderMismatch);
     }
     CHECK(http_status(rpc_error(1, rpc::kMethodNotFound, "x"), Era::Modern) == 404);
     CHECK(http_status(rpc_error(1, rpc::kMethodNotFound, "x"), Era::Legacy) == 200);

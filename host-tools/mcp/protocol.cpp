@@ -92,9 +92,7 @@ Json Protocol::legacy(const Json& id, const std::string& method, const Json& par
     if (method == "initialize") {
         // basic/lifecycle "Version Negotiation": the client's version when we
         // speak it, else our newest.
-        const std::string asked = params.value("protocolVersion", Json("")).is_string()
-                                      ? params["protocolVersion"].get<std::string>()
-                                      : std::string();
+        const std::string asked = string_member(params, "protocolVersion");
         const bool known = std::find(kLegacyVersions.begin(), kLegacyVersions.end(), asked) != kLegacyVersions.end();
         session.protocol_version = known ? asked : std::string(kLegacyVersions.front());
         Json server = {{"name", info_.name}, {"title", info_.title}, {"version", info_.version}};
