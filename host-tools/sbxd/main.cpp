@@ -320,6 +320,17 @@ int serve(Store& store, const Options& options) {
     }
     config.cgroups = *cgroups;
     VmmDriver driver(store, config);
+    // From here on sandboxes may be adopted onto the network: however this
+    // sbxd ends, even failing to start, their taps and the egress table
+    // stay for the next sbxd (docs/network.md, "Lifecycle").
+    struct KeepNetworkForNextSbxd {
+        net::HostNetwork* network;
+        ~KeepNetworkForNextSbxd() {
+            if (network) {
+                network->release();
+            }
+        }
+    } keep_network{network.get()};
     // Before the first request: every VMM an earlier sbxd left is adopted
     // or accounted for.
     auto adopted = driver.recover();
@@ -421,10 +432,7 @@ int serve(Store& store, const Options& options) {
     io.run();
     server.close();
     workers.join();
-    if (network) {
-        network->release();  // the VMMs run on, on their taps; the next sbxd adopts them
-    }
-    return 0;
+    return 0;  // the VMMs run on, on their taps; the next sbxd adopts them
 }
 
 }  // namespace

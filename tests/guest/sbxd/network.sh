@@ -244,6 +244,25 @@ check "network: the next sbxd adopts the sandbox" "1 running VMM(s) adopted" \
   "$(grep -o '[0-9]* running VMM(s) adopted' "$logdir/sbxd.$starts.log")"
 check "network: ... and its guest reaches the internet again" "hello from the internet ok" \
   "$(nw_fetch "$nw" "http://$inet_public/")"
+# An sbxd that fails to start after it adopted the sandbox (a listening
+# socket it cannot make): it leaves the network as a clean exit does, the
+# tap, the sandbox's elements and its policy, for the next sbxd.
+nw_nft_then=$(nw_nft elements "$nw_tap")
+kill "$sbxd_pid"; wait "$sbxd_pid"
+${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" \
+  --listen "unix:/proc/sbx-no-such-dir/sbxd.sock" "${sbxd_net_flags[@]}" 2>"$logdir/sbxd.failed-late.log"
+nw_rc=$?
+check "network: an sbxd that cannot make its socket ends 1 after adopting the sandbox" "1 1" \
+  "$nw_rc $(grep -c '1 running VMM(s) adopted' "$logdir/sbxd.failed-late.log")"
+check "network: ... the sandbox's tap keeps its gateway address" "$nw_gw" \
+  "$(ip -4 -o addr show dev "$nw_tap" 2>/dev/null | awk '{ print $4 }' | cut -d/ -f1)"
+check "network: ... and the table its elements" "$nw_nft_then" "$(nw_nft elements "$nw_tap")"
+check "network: ... so its guest still reaches the internet" "hello from the internet ok" \
+  "$(nw_fetch "$nw" "http://$inet_public/")"
+check "network: ... and still not the host" no "$(nw_fetch "$nw" "http://$nw_gw:$inet_host_port/")"
+start_sbxd
+check "network: the sbxd after it adopts the sandbox" "1 running VMM(s) adopted" \
+  "$(grep -o '[0-9]* running VMM(s) adopted' "$logdir/sbxd.$starts.log")"
 kill "$nw_other_srv" 2>/dev/null; wait "$nw_other_srv" 2>/dev/null
 inet_in ip addr del "$nw_other_inet/24" dev eth0 2>/dev/null
 
