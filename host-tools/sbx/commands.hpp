@@ -54,7 +54,8 @@ int run_ls(const Context& ctx, const std::vector<std::string>& labels,
            const std::vector<std::string>& states);
 int run_info(const Context& ctx, const std::string& id);
 int run_stop(const Context& ctx, const std::string& id, bool disk_only);
-int run_resume(const Context& ctx, const std::string& id, const std::string& size);
+// `disk`: "" or a bigger root disk ("20", "20G").
+int run_resume(const Context& ctx, const std::string& id, const std::string& size, const std::string& disk);
 // `value`: seconds or a duration, or "off" / minutes, or "off".
 int run_ttl(const Context& ctx, const std::string& id, const std::string& value);
 int run_idle(const Context& ctx, const std::string& id, const std::string& value);

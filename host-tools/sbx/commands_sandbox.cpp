@@ -163,10 +163,17 @@ int run_stop(const Context& ctx, const std::string& id, bool disk_only) {
     return kExitOk;
 }
 
-int run_resume(const Context& ctx, const std::string& id, const std::string& size) {
+int run_resume(const Context& ctx, const std::string& id, const std::string& size, const std::string& disk) {
     Json body = Json::object();
     if (!size.empty()) {
         body["size"] = size;
+    }
+    if (!disk.empty()) {
+        auto gib = parse_disk_gib(disk);
+        if (!gib) {
+            return ctx.out.fail(failure_of(gib.error()));
+        }
+        body["diskGib"] = *gib;
     }
     auto start = Clock::now();
     if (ctx.out.json()) {

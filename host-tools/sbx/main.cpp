@@ -36,7 +36,7 @@ struct Flags {
     NewCommand create;
     ExecCommand exec;
     bool disk_only = false, dry_run = false, follow = false, recursive = false;
-    std::string size, idempotency_key;
+    std::string size, disk, idempotency_key;
     unsigned count = 1;
     std::uint64_t after = 0;
     std::string from, to;
@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
     auto* resume = app.add_subcommand("resume", "resume a stopped sandbox");
     resume->add_option("id", f.id, "sandbox id")->required();
     resume->add_option("--type", f.size, "a new size (a cold boot)")->type_name("SIZE");
+    resume->add_option("--disk", f.disk, "a bigger root disk: GiB, or 20G (a cold boot; files kept)");
 
     auto* ttl = app.add_subcommand("ttl", "a new auto-stop from now: sbx ttl ID SECONDS|DUR|off");
     ttl->add_option("id", f.id, "sandbox id")->required();
@@ -300,7 +301,7 @@ int main(int argc, char** argv) {
     if (*stop)
         return run_stop(ctx, f.id, f.disk_only);
     if (*resume)
-        return run_resume(ctx, f.id, f.size);
+        return run_resume(ctx, f.id, f.size, f.disk);
     if (*ttl)
         return run_ttl(ctx, f.id, f.value);
     if (*idle)

@@ -1,9 +1,12 @@
 #include "host-tools/sbxd/daemon/views.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 
 #include <fmt/format.h>
 
+#include "guest-agent/identity/hostname_fields.hpp"
 #include "host-tools/sbxd/net/egress_spec.hpp"
 
 namespace sbx::sbxd {
@@ -32,6 +35,23 @@ std::string rfc3339(UnixMillis at) {
     ::gmtime_r(&seconds, &tm);
     return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
                        tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+}
+
+std::string sandbox_subdomain(const std::string& id) {
+    std::string label = id;
+    std::replace(label.begin(), label.end(), '_', '-');
+    return label;
+}
+
+std::string sandbox_hostname(const SandboxRecord& sandbox) {
+    // Names compare without case (RFC 4343); one spelling in the guest.
+    std::string name = sandbox.name;
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (!name.empty() && agent::check_hostname(name)) {
+        return name;
+    }
+    return sandbox_subdomain(sandbox.id);
 }
 
 // The policy's mode and its networks; a stored text that does not parse
@@ -66,6 +86,7 @@ nlohmann::json sandbox_json(const SandboxRecord& s, const std::string& host, con
     return {
         {"id", s.id},
         {"name", s.name},
+        {"hostname", sandbox_hostname(s)},
         {"state", to_string(s.state)},
         {"host", host},
         {"from", s.from},

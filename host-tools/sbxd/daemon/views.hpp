@@ -13,6 +13,17 @@
 namespace sbx::sbxd {
 
 [[nodiscard]] std::string rfc3339(UnixMillis at);
+
+// The sandbox's label in host names (hosted ports: "<subdomain>-<port>.<domain>"):
+// its id with '_' (not allowed in a DNS label, RFC 1035 §2.3.1) as '-'.
+[[nodiscard]] std::string sandbox_subdomain(const std::string& id);
+
+// The guest's host name, given by the identity op at every start (a cold
+// boot, a restore, a fork child, a create from a warm template or a named
+// snapshot): the sandbox's name when it is a host name (RFC 1123 §2.1,
+// at most 64 bytes: agent::check_hostname) in lower case, else its
+// subdomain (its id, "sbx_<hex>", with '-' for '_'), which always is one.
+[[nodiscard]] std::string sandbox_hostname(const SandboxRecord& sandbox);
 // `pool`: the host's address pool, which gives a sandbox's slot its
 // addresses (none: sbxd runs without a network).
 [[nodiscard]] nlohmann::json sandbox_json(const SandboxRecord& sandbox, const std::string& host,

@@ -500,13 +500,17 @@ Result<void> Store::set_idle_minutes(const std::string& id, std::optional<int> m
     return tx->commit();
 }
 
-Result<void> Store::set_shape(const std::string& id, const std::string& size, int cpus, int memory_mib) {
+Result<void> Store::set_shape(const std::string& id, const std::string& size, int cpus, int memory_mib,
+                              int disk_gib) {
     std::lock_guard lock(mutex_);
-    auto stmt = db_.prepare("UPDATE sandboxes SET size = ?, cpus = ?, memory_mib = ? WHERE id = ?");
+    auto stmt = db_.prepare("UPDATE sandboxes SET size = ?, cpus = ?, memory_mib = ?, disk_gib = ? WHERE id = ?");
     if (!stmt) {
         return stmt.error();
     }
-    if (auto r = stmt->bind_all(std::string_view(size), std::int64_t{cpus}, std::int64_t{memory_mib}, std::string_view(id)).run(); !r) {
+    if (auto r = stmt->bind_all(std::string_view(size), std::int64_t{cpus}, std::int64_t{memory_mib},
+                                std::int64_t{disk_gib}, std::string_view(id))
+                     .run();
+        !r) {
         return r.error();
     }
     if (db_.changes() == 0) {

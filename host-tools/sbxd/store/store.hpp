@@ -109,9 +109,10 @@ public:
                                              UnixMillis now);
     [[nodiscard]] Result<void> set_idle_minutes(const std::string& id, std::optional<int> minutes,
                                                 UnixMillis now);
-    // A resume with another size (a cold boot): the new size name, vCPUs and memory.
+    // A resume with another shape (a cold boot): the new size name, vCPUs,
+    // memory and disk (GiB; a disk only grows).
     [[nodiscard]] Result<void> set_shape(const std::string& id, const std::string& size, int cpus,
-                                         int memory_mib);
+                                         int memory_mib, int disk_gib);
     // The sandbox's network (store_network.cpp): the one it has, or a new
     // one with the slot `pick` chooses from the slots every other sandbox
     // holds (sbxd passes net::allocate_slot) and `mac`, in one

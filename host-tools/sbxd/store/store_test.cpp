@@ -274,6 +274,19 @@ TEST_CASE("touch, auto-stop and idle updates") {
     CHECK(store->set_auto_stop("sbx_none", AutoStop{}, 1).error().code == "not_found");
 }
 
+TEST_CASE("a resized resume records the new shape, disk included") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    REQUIRE(store->create_sandbox(sample("sbx_a"), std::nullopt).has_value());
+    REQUIRE(store->set_shape("sbx_a", "large", 4, 8192, 20).has_value());
+    const auto s = store->get_sandbox("sbx_a").value();
+    CHECK(s.size == "large");
+    CHECK(s.cpus == 4);
+    CHECK(s.memory_mib == 8192);
+    CHECK(s.disk_gib == 20);
+    CHECK(store->set_shape("sbx_none", "small", 1, 512, 8).error().code == "not_found");
+}
+
 TEST_CASE("idempotency keys replay the same body, refuse another, and expire after 24 h") {
     testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());

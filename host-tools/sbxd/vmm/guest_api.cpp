@@ -12,28 +12,10 @@
 #include "base/log.hpp"
 #include "guest-agent/files/files_client.hpp"
 #include "guest-agent/forward/forward_client.hpp"
-#include "guest-agent/identity/hostname_fields.hpp"
 #include "host-tools/sbxd/auth/api_keys.hpp"
 #include "host-tools/sbxd/vmm/vmm_driver.hpp"
 
 namespace sbx::sbxd {
-
-std::string sandbox_subdomain(const std::string& id) {
-    std::string label = id;
-    std::replace(label.begin(), label.end(), '_', '-');
-    return label;
-}
-
-std::string sandbox_hostname(const SandboxRecord& sandbox) {
-    // Names compare without case (RFC 4343); one spelling in the guest.
-    std::string name = sandbox.name;
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (!name.empty() && agent::check_hostname(name)) {
-        return name;
-    }
-    return sandbox_subdomain(sandbox.id);
-}
 
 std::string guest_env_file(const SandboxRecord& sandbox, const std::string& token,
                            const StringMap& operator_defaults) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "host-tools/sbxd/daemon/views.hpp"  // sandbox_subdomain, sandbox_hostname
 #include "host-tools/sbxd/store/records.hpp"
 
 namespace sbx::sbxd {
@@ -18,17 +19,6 @@ namespace sbx::sbxd {
 inline constexpr const char* kGuestApiAddress = "127.0.0.1";
 inline constexpr std::uint16_t kGuestApiPort = 7070;
 inline constexpr const char* kGuestEnvPath = "/etc/sandboxer/env";
-
-// The sandbox's label in host names (hosted ports: "<subdomain>-<port>.<domain>"):
-// its id with '_' (not allowed in a DNS label, RFC 1035 §2.3.1) as '-'.
-[[nodiscard]] std::string sandbox_subdomain(const std::string& id);
-
-// The guest's host name, given by the identity op at every start (a cold
-// boot, a restore, a fork child, a create from a warm template or a named
-// snapshot): the sandbox's name when it is a host name (RFC 1123 §2.1,
-// at most 64 bytes: agent::check_hostname) in lower case, else its
-// subdomain (its id, "sbx_<hex>", with '-' for '_'), which always is one.
-[[nodiscard]] std::string sandbox_hostname(const SandboxRecord& sandbox);
 
 // /etc/sandboxer/env's text (format: images/README.md, one KEY=VALUE per
 // line, literal): SANDBOXER_ID, SANDBOXER_SUBDOMAIN, SANDBOXER_API_URL,

@@ -561,15 +561,16 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         }
     }
     if (!outcome.memory_restored) {
-        if (resized) {
-            if (auto set = store_.set_shape(id, wanted.size, wanted.cpus, wanted.memory_mib); !set) {
-                return crash(id, set.error(), api::code::kInternal);
-            }
-        }
         if (wanted.disk_gib != s->disk_gib) {
             // No byte copied: the disk becomes a layer under a bigger overlay.
             if (auto grown = freeze_disk(id, grow_to); !grown) {
                 return crash(id, grown.error().context("growing the disk"), api::code::kInternal);
+            }
+        }
+        if (resized) {
+            if (auto set = store_.set_shape(id, wanted.size, wanted.cpus, wanted.memory_mib, wanted.disk_gib);
+                !set) {
+                return crash(id, set.error(), api::code::kInternal);
             }
         }
         started = boot_cold(wanted, f);
@@ -582,8 +583,6 @@ Result<ResumeOutcome> VmmDriver::resume(const std::string& id, const api::Resume
         return running.error();
     }
     outcome.sandbox = *running;
-    // (The row keeps the diskGib of the create: Store::set_shape has no
-    // disk yet. The disk's own size, its qcow2 header, is what counts.)
     return outcome;
 }
 

@@ -17,10 +17,10 @@
 #  3. `stop` with memory:false, then `resume`: a cold boot (another boot
 #     id), memoryRestored false with resumeReason no_memory_snapshot, the
 #     file still there.
-#  4. `stop` (with memory), then `resume` with diskGib 12: memoryRestored
+#  4. `stop` (with memory), then `sbx resume --disk 12G`: memoryRestored
 #     false, resumeReason resized, the file still there, and `df /` shows
-#     12 GiB (the view keeps diskGib 8: the store does not record a resize
-#     yet, docs/api.md). A diskGib below the disk is 400.
+#     12 GiB, and the sandbox's diskGib is 12. A diskGib below the disk is
+#     400.
 # Deletes every sandbox it made and restarts sbxd with its default flags
 # (as limits.sh does).
 # shellcheck shell=bash
@@ -69,8 +69,8 @@ if [ -n "$sp_a" ]; then
     "$(sp_x "$sp_a" getent hosts "$sp_name" | xargs)"
   check "shapes: a file written in it" kept "$(sp_x "$sp_a" sh -c 'echo kept >/root/shapes-file && sync && cat /root/shapes-file')"
   body=$(sbxc info "$sp_a" 2>/dev/null)
-  check "shapes: sbx info (JSON) shows it running with its disk" "sandbox $sp_a running 8" \
-    "$(py "b['type'] + ' ' + b['sandbox']['id'] + ' ' + b['sandbox']['state'] + ' ' + str(b['sandbox']['diskGib'])" 2>/dev/null)"
+  check "shapes: sbx info (JSON) shows it running with its disk and host name" "sandbox $sp_a running 8 $sp_name" \
+    "$(py "b['type'] + ' ' + b['sandbox']['id'] + ' ' + b['sandbox']['state'] + ' ' + str(b['sandbox']['diskGib']) + ' ' + b['sandbox']['hostname']" 2>/dev/null)"
   body=$(sbxc history "$sp_a" 2>/dev/null)
   check "shapes: sbx history (JSON) has the commands sbx exec ran, with their exit codes" "history yes" \
     "$(py "b['type'] + ' ' + ('yes' if any('shapes-file' in str(h['command']) and h['exitCode'] == 0 for h in b['history']) and any('hostname' in str(h['command']) for h in b['history']) else 'no: ' + str(b['history'])[:300])" 2>/dev/null)"
@@ -180,11 +180,15 @@ if [ -n "$sp_a" ]; then
   check "shapes: a resume may not shrink the disk: 400 invalid_argument" "400 invalid_argument" \
     "$code $(py "b['code']" 2>/dev/null)"
   t=$(now)
-  api POST "/v1/sandboxes/$sp_a/resume" '{"diskGib":12}'
-  check "shapes: a resume with diskGib 12 is resized: memoryRestored false" "200 False resized" \
-    "$code $(py "str(b['memoryRestored']) + ' ' + str(b.get('resumeReason'))" 2>/dev/null)"
+  # (through sbx: its last JSON line is the ready event, with the sandbox)
+  body=$(sbxc --json resume "$sp_a" --disk 12G 2>&1 | tail -n 1)
+  check "shapes: sbx resume --disk 12G is resized: memoryRestored false" "ready False resized" \
+    "$(py "b['type'] + ' ' + str(b['memoryRestored']) + ' ' + str(b.get('resumeReason'))" 2>/dev/null)"
   echo "SBXD-TIME: shapes resume (resized disk) $(elapsed "$t") s"
   check "shapes: ... the file is intact" kept "$(sp_x "$sp_a" cat /root/shapes-file)"
+  check "shapes: ... the sandbox's diskGib is 12 now" 12 "$(py "b['sandbox']['diskGib']" 2>/dev/null)"
+  api GET "/v1/sandboxes/$sp_a"
+  check "shapes: ... and stays 12 in its view" "200 12" "$code $(py "b['sandbox']['diskGib']" 2>/dev/null)"
   WAIT_INTERVAL=1 wait_until 600 "df / of $sp_a at 12 GiB" sp_df_is "$sp_a" 12 &&
     ok "shapes: ... and df / shows the bigger disk: $(sp_df_text "$sp_a") of 12 GiB" ||
     bad "shapes: df / after the resized resume is $(sp_df_text "$sp_a"), not 12 GiB"
