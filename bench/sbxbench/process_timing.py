@@ -56,14 +56,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
-                stop_at: str | None = None) -> WatchedRun:
-    """Runs argv (stdin /dev/null, its own process group) until it exits or
-    `timeout` seconds pass; with `stop_at`, stops it once that marker appeared."""
+                stop_at: str | None = None, env: dict[str, str] | None = None) -> WatchedRun:
+    """Runs argv (stdin /dev/null, its own process group, `env` added to
+    this environment) until it exits or `timeout` seconds pass; with
+    `stop_at`, stops it once that marker appeared."""
     run = WatchedRun()
     start = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **env} if env else None)
     except OSError as e:
         run.spawn_error = f"cannot start {argv[0]}: {e.strerror or e}"
         return run

@@ -53,6 +53,7 @@ class BootCommand:
     argv: list[str]
     stop_at_marker: bool = False  # the VMM does not exit at the guest's reboot
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # set in the VMM's environment
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,11 @@ def _kvmtool(spec: VmmSpec, cfg: BootConfig) -> BootCommand:
     argv = [spec.path, "run", "-k", cfg.kernel, "-i", cfg.initrd, "-c", str(cfg.cpus),
             "-m", str(cfg.memory_mib), "-p", cfg.cmdline, "--console", "serial",
             "--network", "mode=none", *spec.extra_args]
-    return BootCommand(argv, notes=["lkvm appends its own x86 defaults to the command line"])
+    # lkvm binds its control socket in $HOME/.lkvm (kvmtool's main.c,
+    # kvm__set_dir): a HOME of the run's own, since the harness sets none.
+    return BootCommand(argv, notes=["lkvm appends its own x86 defaults to the command line",
+                                    "HOME is the run's work directory (lkvm's socket dir)"],
+                       env={"HOME": str(cfg.workdir)})
 
 
 def _firecracker(spec: VmmSpec, cfg: BootConfig) -> BootCommand | NotApplicable:

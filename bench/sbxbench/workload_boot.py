@@ -219,7 +219,7 @@ def _rounds(names: list[str], commands: dict[str, BootCommand], opts: BootOption
         for position, name in enumerate(rotation(names, index)):
             command = commands[name]
             watched = run_watched(command.argv, markers={"init": MARKER}, timeout=opts.timeout_s,
-                                  stop_at="init" if command.stop_at_marker else None)
+                                  stop_at="init" if command.stop_at_marker else None, env=command.env)
             error = failure_of(watched, command, opts.timeout_s)
             figures = figures_of(watched) if error is None else {}
             runs.append({"vmm": name, "round": index, "position": position, "warmup": warmup,
