@@ -41,7 +41,9 @@ def _figure_order(figures: list[dict], samples: dict[str, dict[str, list[float]]
 
 def compute_statistics(doc: dict) -> tuple[list[dict], list[dict]]:
     """The `statistics` and `ratios` arrays of a result from its runs and
-    `analysis` settings (resamples, confidence, seed)."""
+    `analysis` settings (resamples, confidence, seed). Ratios: every VMM to
+    the baseline (sbx), and every VMM of another kind to each of
+    `extra_baselines` (other sbx-vmm paths: restore's sbx-lazy, ...)."""
     analysis = doc["analysis"]
     kw = {"resamples": analysis["bootstrap_resamples"], "confidence": analysis["confidence"],
           "seed": analysis["seed"]}
@@ -58,16 +60,20 @@ def compute_statistics(doc: dict) -> tuple[list[dict], list[dict]]:
                 continue
             summary = stats.summarize(values, label=f"median:{name}:{fid}", **kw)
             rows.append({"vmm": name, "figure": fid, "unit": units.get(fid, "ms"), **summary.as_dict()})
-    baseline = samples.get(BASELINE, {})
-    for name in names:
-        if name == BASELINE:
-            continue
-        for fid in order:
-            mine, base = samples.get(name, {}).get(fid), baseline.get(fid)
-            if not mine or not base:
+    kinds = {v["name"]: v["kind"] for v in doc["vmms"]}
+    for base_name in [BASELINE, *analysis.get("extra_baselines", [])]:
+        baseline = samples.get(base_name, {})
+        for name in names:
+            if name == base_name or (base_name != BASELINE and kinds.get(name) == kinds.get(base_name)):
                 continue
-            r = stats.ratio_of_medians(mine, base, label=f"ratio:{name}:{fid}", **kw)
-            ratios.append({"vmm": name, "baseline": BASELINE, "figure": fid, **r.as_dict()})
+            for fid in order:
+                mine, base = samples.get(name, {}).get(fid), baseline.get(fid)
+                if not mine or not base:
+                    continue
+                # The main baseline keeps the labels (and so the draws) of files made before extra baselines.
+                label = f"ratio:{name}:{fid}" if base_name == BASELINE else f"ratio:{name}/{base_name}:{fid}"
+                r = stats.ratio_of_medians(mine, base, label=label, **kw)
+                ratios.append({"vmm": name, "baseline": base_name, "figure": fid, **r.as_dict()})
     return rows, ratios
 
 
@@ -79,7 +85,7 @@ def recompute_statistics(doc: dict) -> dict:
 def new_result(*, workload: str, parameters: dict, figures: list[dict], breakdowns: list[list[str]],
                vmms: list[dict], runs: list[dict], machine: dict, run_facts: dict,
                inputs: dict, resamples: int, confidence: float, seed: int,
-               outer_machine: dict | None = None) -> dict:
+               outer_machine: dict | None = None, extra_baselines: list[str] | None = None) -> dict:
     doc = {
         "schema_version": SCHEMA_VERSION,
         "tool": "sbx-bench",
@@ -105,6 +111,8 @@ def new_result(*, workload: str, parameters: dict, figures: list[dict], breakdow
         "statistics": [],
         "ratios": [],
     }
+    if extra_baselines:
+        doc["analysis"]["extra_baselines"] = list(extra_baselines)
     return recompute_statistics(doc)
 
 
@@ -132,9 +140,10 @@ def _num(value) -> str:
 
 def csv_rows(doc: dict) -> list[dict]:
     """One row per VMM x figure. A VMM that is n/a or failed gets one row per
-    figure too, with its status and reason and no numbers: never dropped."""
+    figure too, with its status and reason and no numbers: never dropped.
+    The ratio columns are to the main baseline (sbx) only."""
     stats_by = {(s["vmm"], s["figure"]): s for s in doc["statistics"]}
-    ratio_by = {(r["vmm"], r["figure"]): r for r in doc["ratios"]}
+    ratio_by = {(r["vmm"], r["figure"]): r for r in doc["ratios"] if r["baseline"] == doc["analysis"]["baseline"]}
     figure_ids = list(dict.fromkeys([f["id"] for f in doc["figures"]] + [s["figure"] for s in doc["statistics"]]))
     units = {f["id"]: f["unit"] for f in doc["figures"]}
     rows = []
