@@ -1,0 +1,274 @@
+"""The guest side shared by the snapshot workloads (restore, snapshot, fork):
+reaching sbx-agent over vsock, filling guest memory, the sbx-vmm control
+socket, VMM processes and their logs. Ported from bench/snapshot_runner.py.
+
+Relies on tests/guest: agent_frames (docs/agent-protocol.md, "Frames"),
+vmm_control.request (docs/vmm-control.md) and vmrun (Machine.argv for the
+guest's command lines, Machine.diagnose for a stuck VMM).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+_GUEST_TESTS = str(Path(__file__).resolve().parents[2] / "tests" / "guest")
+if _GUEST_TESTS not in sys.path:
+    sys.path.append(_GUEST_TESTS)
+import agent_frames  # noqa: E402
+import vmm_control  # noqa: E402
+import vmrun  # noqa: E402
+
+AGENT_PORT = 52  # docs/agent-protocol.md, "Transport"
+CONNECT_ANSWER_S = vmrun.CONNECT_ANSWER_S
+POLL_S = 0.005   # snapshot_runner.py polled health every 5 ms
+VM_SET_UP = r"VM set up in ([0-9.]+) ms"  # vmm/vm.cpp
+LAZY_LOADED = r"fully loaded from the snapshot ([0-9.]+) ms"  # snapshot/lazy_memory.cpp
+
+
+class Endpoint:
+    """The host end of one guest's vsock. sbx-vmm: the hybrid convention on
+    its Unix socket (`CONNECT <port>\\n`, answer `OK <port>\\n`, as
+    vmrun.VsockHost); QEMU vhost-vsock: AF_VSOCK to the guest's CID (each
+    fork has its own, so vmrun's fixed CID 3 is not enough)."""
+
+    def __init__(self, *, uds: str | None = None, cid: int | None = None):
+        if (uds is None) == (cid is None):
+            raise ValueError("an endpoint is a Unix socket or a CID")
+        self.uds, self.cid = uds, cid
+
+    def __repr__(self) -> str:
+        return f"Endpoint(uds={self.uds!r})" if self.uds else f"Endpoint(cid={self.cid})"
+
+    def _connect_once(self, port: int) -> socket.socket:
+        if self.cid is not None:
+            s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+            try:
+                s.connect((self.cid, port))
+            except OSError:
+                s.close()
+                raise
+            return s
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(CONNECT_ANSWER_S)  # a wedged guest never answers CONNECT
+        try:
+            s.connect(self.uds)
+            s.sendall(f"CONNECT {port}\n".encode())
+            line = b""
+            while not line.endswith(b"\n"):  # byte by byte: the protocol follows
+                c = s.recv(1)
+                if not c:
+                    raise ConnectionError(f"closed after CONNECT {port} (answer so far {line!r})")
+                line += c
+                if len(line) > 64:
+                    raise ConnectionError(f"answer to CONNECT {port} too long: {line!r}")
+            if not line.startswith(b"OK "):
+                raise ConnectionError(f"answer to CONNECT {port}: {line!r}")
+        except OSError:
+            s.close()
+            raise
+        s.settimeout(None)
+        return s
+
+    def connect(self, port: int, wait: float = 30.0) -> socket.socket:
+        """Connects to the guest's port, retrying for `wait` seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self._connect_once(port)
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.2)
+
+
+class Agent:
+    """Requests to sbx-agent (docs/agent-protocol.md: hello, then `health`
+    or `exec`), one connection per request."""
+
+    def __init__(self, endpoint: Endpoint, token: str):
+        self.endpoint, self.token = endpoint, token
+
+    def _session(self, wait: float, timeout: float = 600) -> socket.socket:
+        sock = self.endpoint.connect(AGENT_PORT, wait=wait)
+        sock.settimeout(timeout)
+        agent_frames.send_frame(sock, {"type": "hello", "version": 1, "token": self.token})
+        if agent_frames.recv_message(sock).get("type") != "hello":
+            sock.close()
+            raise ConnectionError("hello refused")
+        return sock
+
+    def health(self, wait: float = 0.0, timeout: float = 600) -> dict:
+        with self._session(wait, timeout) as sock:
+            agent_frames.send_frame(sock, {"type": "request", "op": "health"})
+            return agent_frames.recv_message(sock)
+
+    def shell(self, command: str, timeout: float = 600) -> None:
+        """`sh -c COMMAND` through exec; raises unless it exits 0."""
+        with self._session(30, timeout) as sock:
+            agent_frames.send_frame(sock, {"type": "request", "op": "exec", "argv": ["sh", "-c", command]})
+            while True:
+                m = agent_frames.recv_message(sock)
+                if m.get("type") in ("exit", "error"):
+                    if m.get("code") != 0:
+                        raise RuntimeError(f"{command!r}: {m}")
+                    return
+
+    def wait(self, deadline_s: float = 600, poll_s: float = POLL_S,
+             alive: Callable[[], bool] | None = None) -> float:
+        """Seconds until the agent first answers health. `alive` (the VMM
+        still runs) ends the wait early when the VMM has exited."""
+        start = time.monotonic()
+        seen: dict[str, int] = {}  # what each failed attempt met, for the error
+        while time.monotonic() - start < deadline_s:
+            try:
+                # An accepted connection whose hello is never answered must
+                # not eat the whole deadline.
+                self.health(timeout=30)
+                return time.monotonic() - start
+            except (OSError, ConnectionError) as e:
+                what = f"{type(e).__name__}: {e}"
+                seen[what] = seen.get(what, 0) + 1
+                if alive is not None and not alive():
+                    raise RuntimeError(f"the VMM exited before the agent answered ({_summary(seen)})")
+                time.sleep(poll_s)
+        raise TimeoutError(f"the agent never answered within {deadline_s:.0f} s ({_summary(seen)})")
+
+    def reboot(self) -> None:
+        """`reboot` in the guest; the VMM exits (reboot=k; QEMU -no-reboot)."""
+        try:
+            self.shell("reboot", timeout=60)
+        except (OSError, ConnectionError, RuntimeError):
+            pass  # the guest can go down before the exit frame reaches us
+
+
+def _summary(seen: dict[str, int]) -> str:
+    return "; ".join(f"{what} x{n}" for what, n in list(seen.items())[-4:]) or "no attempt"
+
+
+def fill(agent: Agent, mib: int) -> None:
+    """FILL_MIB of incompressible data in a tmpfs: the snapshot's worst case."""
+    if mib > 0:
+        agent.shell(f"mkdir -p /fill && mount -t tmpfs -o size={mib + 64}m tmpfs /fill && "
+                    f"head -c {mib << 20} /dev/urandom > /fill/data")
+
+
+def touch_fill(agent: Agent) -> None:
+    """Reads the filled data back: every page of it touched in this guest."""
+    agent.shell("cat /fill/data > /dev/null", timeout=1200)
+
+
+def control(path: str, message: dict) -> dict:
+    """One request to sbx-vmm's control socket (docs/vmm-control.md); raises
+    on an error reply."""
+    reply = vmm_control.request(path, message)
+    if not reply.get("ok"):
+        raise RuntimeError(f"control {message.get('op')}: {reply}")
+    return reply
+
+
+def search_log(text: str, pattern: str) -> float | None:
+    m = re.search(pattern, text)
+    return float(m.group(1)) if m else None
+
+
+def wait_for_line(path: str, pattern: str, timeout: float) -> float | None:
+    """The number in the first match of `pattern` in the file, waiting up to `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, errors="replace") as f:
+                value = search_log(f.read(), pattern)
+            if value is not None:
+                return value
+        except FileNotFoundError:
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def spawn(argv: list[str], log_path: str, cpus: tuple[int, ...] | None = None) -> subprocess.Popen:
+    """Starts a VMM with its stdout and stderr in log_path, in a process
+    group of its own (so a QEMU's `exec:cat` goes with it), on `cpus` if given."""
+    def pin() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=pin if cpus else None)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 120) -> int:
+    """Waits for the process to exit (snapshot_runner.py's 120 s), then kills its group."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        return proc.wait()
+
+
+def kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def parse_smaps_rollup(text: str) -> dict[str, int]:
+    """{field: KiB} of /proc/PID/smaps_rollup (proc(5)): Rss, Pss, ..."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0].endswith(":") and parts[2] == "kB":
+            out[parts[0][:-1]] = int(parts[1])
+    return out
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """Rss and Pss of one process in KiB (empty when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return parse_smaps_rollup(f.read())
+    except OSError:
+        return {}
+
+
+def log_tails(paths: list[str], log: Callable[[str], None], lines: int = 25) -> None:
+    for path in paths:
+        try:
+            with open(path, errors="replace") as f:
+                for line in f.read().splitlines()[-lines:]:
+                    log(f"  | {os.path.basename(path)}: {line}")
+        except OSError as e:
+            log(f"  | {path}: {e.strerror}")
+
+
+def diagnose_sbx(proc: subprocess.Popen, *, kernel: str, image: str, sbx_vmm: str,
+                 control_path: str | None, log: Callable[[str], None]) -> None:
+    """A restored sbx-vmm that never answered: where its threads wait and
+    the guest's vCPUs (vmrun's diagnosis: HOST-DIAG lines, the control
+    socket's `diagnose` op), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    machine = vmrun.Machine("sbx", kernel, image, sbx_vmm=sbx_vmm, control=control_path)
+    machine.proc = proc
+    try:
+        machine.diagnose()
+    except Exception as e:  # a diagnosis must not hide the failure itself
+        log(f"  diagnosis failed: {type(e).__name__}: {e}")
+    kill(proc)
+    if proc.poll() is None:
+        log("DIAG: sbx-vmm has not exited 30 s after SIGKILL")
