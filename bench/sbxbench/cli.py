@@ -10,14 +10,23 @@ import json
 import sys
 from pathlib import Path
 
-from . import machine_facts, results, schema_check, stats
+from . import machine_facts, results, schema_check, stats, workload_fork, workload_restore, workload_snapshot
 from .report_markdown import ratio_table, render_report, statistics_table, unavailable_vmms
 from .vmm_commands import DEFAULT_CMDLINE, version_command
 from .vmm_spec import DEFAULT_VMMS, VmmListError, parse_vmm_list, unusable_reason
 from .workload_boot import BREAKDOWNS, WORKLOAD as BOOT, BootOptions, figure_list, run_boot
+from .workload_common import SnapshotOptions
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOADS = (BOOT,)
+# workload -> (its run function, module with FIGURES / figure_list, BREAKDOWNS, EXTRA_BASELINES)
+SNAPSHOT_RUNNERS = {"restore": (workload_restore.run_restore, workload_restore),
+                    "snapshot": (workload_snapshot.run_snapshot, workload_snapshot),
+                    "fork": (workload_fork.run_fork, workload_fork)}
+SNAPSHOT_WORKLOADS = tuple(SNAPSHOT_RUNNERS)
+WORKLOADS = (BOOT, *SNAPSHOT_WORKLOADS)
+# FILL_MIB when --fill-mib is not given: bench/snapshot's 1024; a fork's N
+# guests (QEMU's each with its own copy) must fit beside each other.
+DEFAULT_FILL_MIB = {"restore": 1024, "snapshot": 1024, "fork": 256}
 
 
 def _positive(text: str) -> int:
@@ -32,6 +41,16 @@ def _non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text}: must be at least 0")
     return value
+
+
+def _cpu_list(text: str) -> tuple[int, ...]:
+    try:
+        cpus = tuple(sorted({int(part) for part in text.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: a comma-separated list of CPU numbers, e.g. 0 or 0,1")
+    if any(c < 0 for c in cpus):
+        raise argparse.ArgumentTypeError(f"{text}: CPU numbers are at least 0")
+    return cpus
 
 
 def _probability(text: str) -> float:
@@ -56,11 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="results JSON (default build/bench-WORKLOAD.json)")
     run.add_argument("--csv", type=Path, help="statistics CSV (default: --out with .csv)")
     run.add_argument("--kernel", help="guest kernel, e.g. \"$(images/build vmlinux)\"")
-    run.add_argument("--initrd", help="guest initramfs, e.g. \"$(images/build initramfs)\"")
-    run.add_argument("--cmdline", default=DEFAULT_CMDLINE, help="guest kernel command line")
+    run.add_argument("--initrd", help="guest initramfs, e.g. \"$(images/build initramfs)\" (boot) or "
+                                      "\"$(images/build minimal)\" (restore, snapshot, fork: needs sbx-agent)")
+    run.add_argument("--cmdline", help="guest kernel command line (default: sbx-vmm's for boot, "
+                                       "bench/snapshot's for the others)")
     run.add_argument("--cpus", type=_positive, default=1)
-    run.add_argument("--memory", type=_positive, default=256, help="MiB")
-    run.add_argument("--timeout", type=float, default=120.0, help="seconds per boot (default 120)")
+    run.add_argument("--memory", type=_positive, help="MiB (default: 256 for boot, FILL_MIB + 512 for the others)")
+    run.add_argument("--timeout", type=float, default=120.0, help="seconds per boot (default 120; boot only)")
+    run.add_argument("--fill-mib", type=_non_negative,
+                     help="restore, snapshot, fork: MiB of random data the guest writes before the save "
+                          "(default 1024; fork 256)")
+    run.add_argument("--forks", type=_positive, default=4, help="fork: children per round (default 4)")
+    run.add_argument("--vmm-cpus", type=_cpu_list,
+                     help="restore, snapshot, fork: run every VMM process on these CPUs, e.g. 0 "
+                          "(bench/snapshot does for fork in the nested harness)")
     run.add_argument("--bootstrap", type=_non_negative, default=stats.DEFAULT_RESAMPLES,
                      help=f"bootstrap resamples (default {stats.DEFAULT_RESAMPLES}; 0: no intervals)")
     run.add_argument("--seed", type=int, default=stats.DEFAULT_SEED,
@@ -91,46 +119,93 @@ def _log(text: str) -> None:
     print(text, flush=True)
 
 
+def _usage_error(text: str) -> int:
+    print(f"sbx-bench: {text}", file=sys.stderr)
+    return 2
+
+
+def _check_run_args(args: argparse.Namespace) -> str | None:
+    """Why these `run` arguments cannot work, or None."""
+    snapshot_workload = args.workload in SNAPSHOT_WORKLOADS
+    if snapshot_workload and args.test_generic_sbx:
+        return "--test-generic-sbx is for the boot workload only"
+    if snapshot_workload and args.confinement:
+        return "--confinement is for the boot workload only"
+    if not snapshot_workload and (args.vmm_cpus or args.fill_mib is not None):
+        return "--fill-mib and --vmm-cpus are for restore, snapshot and fork"
+    if not args.test_generic_sbx and not (args.kernel and args.initrd):
+        image = "minimal" if snapshot_workload else "initramfs"
+        return (f"run {args.workload} needs --kernel and --initrd, e.g. --kernel \"$(images/build vmlinux)\" "
+                f"--initrd \"$(images/build {image})\" (bench/{'snapshot' if snapshot_workload else 'boot'} "
+                "passes them)")
+    for name in ("kernel", "initrd"):
+        path = getattr(args, name)
+        if path and not Path(path).is_file():
+            return f"--{name} {path}: no such file"
+    return None
+
+
+def _measure_boot(args: argparse.Namespace, specs: list) -> dict:
+    cmdline = args.cmdline or DEFAULT_CMDLINE
+    memory = args.memory or 256
+    opts = BootOptions(kernel=args.kernel or "", initrd=args.initrd or "", cmdline=cmdline,
+                       cpus=args.cpus, memory_mib=memory, runs=args.runs, warmup=args.warmup,
+                       timeout_s=args.timeout, confinement=args.confinement)
+    measured = run_boot(specs, opts, unusable=unusable_reason, log=_log)
+    return {**measured, "figures": figure_list(measured["runs"]), "breakdowns": BREAKDOWNS,
+            "extra_baselines": [],
+            "parameters": {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus, "memory_mib": memory,
+                           "timeout_s": args.timeout, "cmdline": cmdline, "confinement": args.confinement,
+                           "generic_sbx": args.test_generic_sbx}}
+
+
+def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
+    runner, module = SNAPSHOT_RUNNERS[args.workload]
+    fill = args.fill_mib if args.fill_mib is not None else DEFAULT_FILL_MIB[args.workload]
+    opts = SnapshotOptions(kernel=args.kernel, image=args.initrd, cpus=args.cpus, memory_mib=args.memory,
+                           fill_mib=fill, runs=args.runs, warmup=args.warmup, forks=args.forks,
+                           vmm_cpus=args.vmm_cpus, **({"cmdline": args.cmdline} if args.cmdline else {}))
+    measured = runner(specs, opts, unusable=unusable_reason, log=_log)
+    parameters = {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus,
+                  "memory_mib": opts.guest_memory_mib, "fill_mib": fill, "cmdline": opts.cmdline,
+                  "vmm_cpus": list(opts.vmm_cpus) if opts.vmm_cpus else None}
+    if args.workload == "fork":
+        parameters["forks"] = args.forks
+        figures = workload_fork.figure_list(args.forks)
+    else:
+        figures = module.figure_list()
+    return {**measured, "figures": figures, "breakdowns": getattr(module, "BREAKDOWNS", []),
+            "extra_baselines": getattr(module, "EXTRA_BASELINES", []), "parameters": parameters}
+
+
 def command_run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         specs = parse_vmm_list(args.vmm, root=ROOT, generic_sbx=args.test_generic_sbx)
     except VmmListError as e:
-        print(f"sbx-bench: {e}", file=sys.stderr)
-        return 2
-    if not args.test_generic_sbx and not (args.kernel and args.initrd):
-        print("sbx-bench: run boot needs --kernel and --initrd, e.g. --kernel \"$(images/build vmlinux)\" "
-              "--initrd \"$(images/build initramfs)\" (bench/boot passes them)", file=sys.stderr)
-        return 2
-    for name in ("kernel", "initrd"):
-        path = getattr(args, name)
-        if path and not Path(path).is_file():
-            print(f"sbx-bench: --{name} {path}: no such file", file=sys.stderr)
-            return 2
+        return _usage_error(str(e))
+    problem = _check_run_args(args)
+    if problem:
+        return _usage_error(problem)
     out = args.out or ROOT / "build" / f"bench-{args.workload}.json"
     csv_path = args.csv or out.with_suffix(".csv")
     outer = json.loads(args.outer_machine.read_text()) if args.outer_machine else None
 
-    opts = BootOptions(kernel=args.kernel or "", initrd=args.initrd or "", cmdline=args.cmdline,
-                       cpus=args.cpus, memory_mib=args.memory, runs=args.runs, warmup=args.warmup,
-                       timeout_s=args.timeout, confinement=args.confinement)
     _log(f"sbx-bench: {args.workload}, VMMs {', '.join(s.name for s in specs)}, "
          f"{args.warmup} warm-up + {args.runs} rounds")
-    measured = run_boot(specs, opts, unusable=unusable_reason, log=_log)
+    measure = _measure_boot if args.workload == BOOT else _measure_snapshot_workload
+    measured = measure(args, specs)
     versions = {s.name: machine_facts.command_output(version_command(s)) for s in specs}
     for vmm in measured["vmms"]:
         base = vmm["name"] if vmm["name"] in versions else vmm["kind"]
         vmm["version"] = versions.get(base)
     doc = results.new_result(
-        workload=args.workload,
-        parameters={"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus,
-                    "memory_mib": args.memory, "timeout_s": args.timeout, "cmdline": args.cmdline,
-                    "confinement": args.confinement, "generic_sbx": args.test_generic_sbx},
-        figures=figure_list(measured["runs"]),
-        breakdowns=BREAKDOWNS, vmms=measured["vmms"], runs=measured["runs"],
+        workload=args.workload, parameters=measured["parameters"], figures=measured["figures"],
+        breakdowns=measured["breakdowns"], vmms=measured["vmms"], runs=measured["runs"],
         machine=machine_facts.machine_facts(ROOT), run_facts=machine_facts.run_facts(ROOT, argv),
         inputs={"kernel": machine_facts.file_facts(args.kernel),
                 "initrd": machine_facts.file_facts(args.initrd)},
-        resamples=args.bootstrap, confidence=args.confidence, seed=args.seed, outer_machine=outer)
+        resamples=args.bootstrap, confidence=args.confidence, seed=args.seed, outer_machine=outer,
+        extra_baselines=measured["extra_baselines"])
     results.write_json(doc, out)
     results.write_csv(doc, csv_path)
     problems = schema_check.validate(doc)
