@@ -64,13 +64,20 @@ def ratio_table(doc: dict) -> list[str]:
     conf = doc["analysis"]["confidence"]
     labels = _labels(doc)
     base = labels.get(BASELINE, BASELINE)
-    lines = [f"Ratio of medians, VMM / {base} (> 1: slower than {base} for times); "
-             f"{conf:.0%} CI by resampling both sides.", "",
-             f"| VMM | figure | ratio [{conf:.0%} CI] | n / n {base} |", "|---|---|---|---|"]
+    several = len({r["baseline"] for r in doc["ratios"]}) > 1
+    if several:
+        lines = [f"Ratio of medians, VMM / baseline (> 1: slower than the baseline for times); "
+                 f"{conf:.0%} CI by resampling both sides.", "",
+                 f"| VMM | baseline | figure | ratio [{conf:.0%} CI] | n / n baseline |", "|---|---|---|---|---|"]
+    else:
+        lines = [f"Ratio of medians, VMM / {base} (> 1: slower than {base} for times); "
+                 f"{conf:.0%} CI by resampling both sides.", "",
+                 f"| VMM | figure | ratio [{conf:.0%} CI] | n / n {base} |", "|---|---|---|---|"]
     for r in doc["ratios"]:
         value = "—" if r["ratio"] is None else f"**{r['ratio']:.2f}x**"
         interval = f"[{r['ci'][0]:.2f}x, {r['ci'][1]:.2f}x]" if r["ci"] else ""
-        lines.append(f"| {labels.get(r['vmm'], r['vmm'])} | {r['figure']} | {value} "
+        against = f" {labels.get(r['baseline'], r['baseline'])} |" if several else ""
+        lines.append(f"| {labels.get(r['vmm'], r['vmm'])} |{against} {r['figure']} | {value} "
                      f"{interval} | {r['n']} / {r['n_baseline']} |")
     return lines + [""]
 
@@ -82,6 +89,12 @@ def unavailable_vmms(doc: dict) -> list[str]:
     lines = ["| VMM | status | reason |", "|---|---|---|"]
     lines += [f"| {v['label']} | {v['status']} | {v['reason'] or ''} |" for v in bad]
     return lines + [""]
+
+
+def notes_list(doc: dict) -> list[str]:
+    """Each VMM's notes: how it was run, and where it deviates."""
+    lines = [f"- {v['label']}: " + "; ".join(v["notes"]) for v in doc["vmms"] if v["notes"] and v["status"] == "ok"]
+    return lines + [""] if lines else []
 
 
 def failed_runs(doc: dict) -> list[str]:
@@ -122,7 +135,7 @@ def machine_table(doc: dict) -> list[str]:
 def parameters_line(doc: dict) -> str:
     p = doc["parameters"]
     a = doc["analysis"]
-    shown = ", ".join(f"{k} {v}" for k, v in p.items() if k not in ("runs", "warmup", "cmdline"))
+    shown = ", ".join(f"{k} {v}" for k, v in p.items() if k not in ("runs", "warmup", "cmdline") and v is not None)
     text = (f"{p['runs']} runs after {p['warmup']} warm-up round(s), order rotated every round; {shown}. "
             f"Bootstrap: {a['bootstrap_resamples']} resamples, seed {a['seed']}; percentiles: "
             f"{a['percentile_definition']}.")
@@ -132,7 +145,7 @@ def parameters_line(doc: dict) -> str:
 
 
 def workload_section(doc: dict, source: str, out_dir: Path, stem: str) -> list[str]:
-    lines = [f"## {doc['workload']} — {source}", "", parameters_line(doc), ""]
+    lines = [f"## {doc['workload']} — {source}", "", parameters_line(doc), ""] + notes_list(doc)
     lines += statistics_table(doc) + [""]
     lines += unavailable_vmms(doc) + failed_runs(doc)
     lines += [f"### Ratios to {_labels(doc).get(BASELINE, BASELINE)}", ""] + ratio_table(doc)

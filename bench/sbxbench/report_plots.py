@@ -12,6 +12,7 @@ pieces.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +36,11 @@ def _stat(doc: dict, vmm: str, figure: str) -> dict | None:
 
 def _ok_vmms(doc: dict) -> list[dict]:
     return [v for v in doc["vmms"] if v["status"] == "ok"]
+
+
+def _wrapped(labels: list[str]) -> list[str]:
+    """Long VMM labels ("sbx-vmm, compressed snapshot") on several lines."""
+    return [textwrap.fill(label, 18) for label in labels]
 
 
 def _title(doc: dict, text: str) -> str:
@@ -64,7 +70,7 @@ def bar_chart_with_ci(plt, path: Path, *, labels: list[str], medians: list[float
     low = [m - (ci[0] if ci else m) for m, ci in zip(medians, intervals)]
     high = [(ci[1] if ci else m) - m for m, ci in zip(medians, intervals)]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(labels) + 2.5), 4.5))
-    ax.bar(labels, medians, yerr=[low, high], capsize=6, color="tab:blue")
+    ax.bar(_wrapped(labels), medians, yerr=[low, high], capsize=6, color="tab:blue")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
@@ -119,10 +125,101 @@ def plot_figure_medians(figure: str) -> Callable:
     return plot
 
 
+def grouped_bars_with_ci(plt, path: Path, *, groups: list[str], series: list[tuple[str, list[dict | None]]],
+                         title: str, ylabel: str, log_scale: bool = False) -> None:
+    """Per group (x), one bar per series: a statistic's median with its CI
+    (None: no bar). With `log_scale`, a log scale when the medians span over 20x."""
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(groups) + 3.5), 4.8))
+    width = 0.8 / max(1, len(series))
+    values = [s["median"] for _, stats in series for s in stats if s and s["median"] > 0]
+    for index, (name, stats) in enumerate(series):
+        xs = [g + (index - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        shown = [(x, s) for x, s in zip(xs, stats) if s]
+        if not shown:
+            continue
+        medians = [s["median"] for _, s in shown]
+        low = [m - (s["median_ci"][0] if s["median_ci"] else m) for m, (_, s) in zip(medians, shown)]
+        high = [(s["median_ci"][1] if s["median_ci"] else m) - m for m, (_, s) in zip(medians, shown)]
+        ax.bar([x for x, _ in shown], medians, width=width, yerr=[low, high], capsize=4, label=name)
+    if log_scale and values and max(values) / min(values) > 20:
+        ax.set_yscale("log")
+        ylabel += " (log scale)"
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(_wrapped(groups), fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_grouped(figures: list[str], name: str, title: str, caption: str, log_scale: bool = False) -> Callable:
+    """Per VMM (or path), the medians of several figures of one unit, with CIs."""
+    def plot(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
+        vmms = [v for v in _ok_vmms(doc) if any(_stat(doc, v["name"], f) for f in figures)]
+        if not vmms:
+            return []
+        units = {f["id"]: f["unit"] for f in doc["figures"]}
+        series = [(fid, [_stat(doc, v["name"], fid) for v in vmms]) for fid in figures]
+        path = out_dir / f"{stem}-{name}.png"
+        conf = doc["analysis"]["confidence"]
+        grouped_bars_with_ci(plt, path, groups=[v["label"] for v in vmms], series=series,
+                             ylabel=f"{units.get(figures[0], 'ms')}, median", log_scale=log_scale,
+                             title=_title(doc, f"{title} (bars: median, {conf:.0%} bootstrap CI)"))
+        return [(path, caption)]
+    return plot
+
+
+def plot_fork_answers(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
+    """Fork: median time to the k-th child's first answer against k, per VMM."""
+    lines = []
+    for vmm in _ok_vmms(doc):
+        points = []
+        k = 1
+        while (s := _stat(doc, vmm["name"], f"answer_{k}")) is not None:
+            points.append((k, s))
+            k += 1
+        if points:
+            lines.append((vmm["label"], points))
+    if not lines:
+        return []
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for label, points in lines:
+        ks = [k for k, _ in points]
+        medians = [s["median"] for _, s in points]
+        low = [s["median"] - (s["median_ci"][0] if s["median_ci"] else s["median"]) for _, s in points]
+        high = [(s["median_ci"][1] if s["median_ci"] else s["median"]) - s["median"] for _, s in points]
+        ax.errorbar(ks, medians, yerr=[low, high], marker="o", capsize=4, label=label)
+    ax.set_xlabel("k: the k-th child to answer")
+    ax.set_xticks(sorted({k for _, points in lines for k, _ in points}))
+    ax.set_ylabel("ms from the first process start, median")
+    ax.set_ylim(bottom=0)
+    ax.set_title(_title(doc, f"Fork of {doc['parameters'].get('forks', '?')}: time to the k-th answering child"),
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / f"{stem}-answers.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [(path, "Fork: median time from the first child's start to the k-th child's first agent "
+                   "answer, with bootstrap CIs (the last point: all answered)")]
+
+
 PLOTTERS: dict[str, list[Callable]] = {
     "boot": [plot_boot_breakdown, plot_figure_medians("start_to_init")],
-    # "restore": [plot_restore_per_path], "exec": [plot_exec_distribution],
-    # "density": [plot_density_curve]: one function each when those workloads exist.
+    "restore": [plot_grouped(["to_first_instruction", "to_agent", "to_fully_loaded"], "paths",
+                             "Restore latency per path, from the process start",
+                             "Restore latency per path: to the first instruction, the first agent answer "
+                             "and all memory loaded (no bar: not reported, e.g. a private restore loads on touch)",
+                             log_scale=True)],
+    "snapshot": [plot_figure_medians("save_ms"), plot_figure_medians("file_mib")],
+    "fork": [plot_fork_answers,
+             plot_grouped(["rss_mib", "pss_mib", "rss_touched_mib", "pss_touched_mib"], "memory",
+                          "Memory of the fork's VMM processes (sums)",
+                          "Fork: sums of the children's Rss and Pss (smaps_rollup), when all answered and after "
+                          "each read its data; Pss well under Rss is shared memory")],
+    # "exec": [plot_exec_distribution], "density": [plot_density_curve]: when those workloads exist.
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from sbxbench.report_markdown import REPORT_NAME, render_report
 from sbxbench.report_plots import matplotlib_pyplot
 from sbxbench.test_results import synthetic_result
+from sbxbench.test_snapshot_results import synthetic_fork, synthetic_restore, synthetic_snapshot
 
 HAVE_MATPLOTLIB = matplotlib_pyplot() is not None
 
@@ -46,6 +47,41 @@ class ReportTest(unittest.TestCase):
         pngs = sorted(p.name for p in self.out.glob("*.png"))
         self.assertIn("boot-1-breakdown.png", pngs)
         self.assertIn("boot-1-start_to_init.png", pngs)
+        for name in pngs:
+            self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn(f"]({name})", text)
+
+
+class SnapshotWorkloadsReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name) / "report"
+        self.docs = [("restore.json", synthetic_restore()), ("snapshot.json", synthetic_snapshot()),
+                     ("fork.json", synthetic_fork())]
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_markdown(self):
+        text = render_report(self.docs, self.out).read_text()
+        for workload in ("restore", "snapshot", "fork"):
+            self.assertIn(f"## {workload} — {workload}.json", text)
+        self.assertIn("| sbx-vmm, lazy restore | to_agent (ms) | **2022** [", text)
+        # Several baselines: a baseline column, QEMU against each sbx-vmm path.
+        self.assertIn("| VMM | baseline | figure | ratio [95% CI] | n / n baseline |", text)
+        self.assertIn("| QEMU microvm, -incoming | sbx-vmm, private restore | to_agent | **26.37x** [", text)
+        self.assertIn("| Firecracker | n/a | needs its API socket |", text)
+        self.assertIn("- sbx-vmm, eager restore: compressed", text)  # the notes
+        self.assertIn("| QEMU microvm, migrate to a file | sbx-vmm, raw snapshot | save_ms | **2.39x** [", text)
+        self.assertIn("| sbx-vmm, private restores | pss_to_rss (ratio) | **0.3** [", text)
+        self.assertIn("fill_mib 1024", text)
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "python3-matplotlib is not installed (Debian: python3-matplotlib)")
+    def test_pngs(self):
+        text = render_report(self.docs, self.out).read_text()
+        pngs = sorted(p.name for p in self.out.glob("*.png"))
+        self.assertEqual(pngs, ["fork-3-answers.png", "fork-3-memory.png", "restore-1-paths.png",
+                                "snapshot-2-file_mib.png", "snapshot-2-save_ms.png"])
         for name in pngs:
             self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
             self.assertIn(f"]({name})", text)
