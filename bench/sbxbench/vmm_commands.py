@@ -12,7 +12,8 @@ results file). Flags come from each project's own documentation:
   -i/--initrd, -p/--params, -c/--cpus, -m/--mem in MiB, --console serial,
   --network mode=none so it adds no virtio-net of its own). lkvm appends
   its own x86 defaults (noapic noacpi pci=conf1 reboot=k ...) to -p.
-  Not run in this project yet: an assumption until someone does.
+  It boots a bzImage (`--format bzimage`), not an ELF vmlinux; run with
+  kvmtool 3.18.0 (git b48735e, `make lkvm-static`) in the harness.
 - Firecracker: `--no-api --config-file FILE` with "boot-source"
   (kernel_image_path, initrd_path, boot_args) and "machine-config"
   (vcpu_count, mem_size_mib), as in Firecracker's docs/getting-started.md;
