@@ -1,6 +1,9 @@
 """sbx-bench: benchmark runner, statistics, results files and reports.
 
 Modules: cli (the command line), workload_boot (the `boot` workload),
+workload_restore, workload_snapshot and workload_fork (the snapshot
+workloads; workload_common, snapshot_commands, snapshot_origin,
+guest_agent and qmp are their shared parts),
 vmm_spec (--vmm lists), vmm_commands (each VMM's boot command line),
 process_timing (timing a process's output), stats (percentiles and
 bootstrap intervals), machine_facts, results (JSON and CSV),
