@@ -197,13 +197,20 @@ def wait_for_line(path: str, pattern: str, timeout: float) -> float | None:
 
 def spawn(argv: list[str], log_path: str, cpus: tuple[int, ...] | None = None) -> subprocess.Popen:
     """Starts a VMM with its stdout and stderr in log_path, in a process
-    group of its own (so a QEMU's `exec:cat` goes with it), on `cpus` if given."""
-    def pin() -> None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
+    group of its own (so a QEMU's `exec:cat` goes with it), on `cpus` if
+    given: the calling thread takes that affinity for the fork (a child
+    inherits it, sched_setaffinity(2)) and gets its own back, so no
+    preexec_fn runs beside other threads."""
+    previous = os.sched_getaffinity(0) if cpus else None
     with open(log_path, "wb") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=pin if cpus else None)
+        try:
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        finally:
+            if previous:
+                os.sched_setaffinity(0, previous)
 
 
 def stop(proc: subprocess.Popen, timeout: float = 120) -> int:

@@ -73,6 +73,17 @@ class LogAndReplyTest(unittest.TestCase):
         self.assertNotIn("to_fully_loaded", private)
 
 
+class SpawnTest(unittest.TestCase):
+    def test_pinned_child_and_unpinned_parent(self):
+        before = os.sched_getaffinity(0)
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log")
+            proc = guest_agent.spawn(["grep", "Cpus_allowed_list", "/proc/self/status"], log, (0,))
+            self.assertEqual(guest_agent.stop(proc, 30), 0)
+            self.assertEqual(open(log).read().split(), ["Cpus_allowed_list:", "0"])
+        self.assertEqual(os.sched_getaffinity(0), before)
+
+
 class ForkFiguresTest(unittest.TestCase):
     def test_answers_in_order(self):
         figs = answer_figures(0.015, [2.0, 1.0, 3.5])
