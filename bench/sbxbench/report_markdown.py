@@ -93,7 +93,8 @@ def unavailable_vmms(doc: dict) -> list[str]:
 
 def notes_list(doc: dict) -> list[str]:
     """Each VMM's notes: how it was run, and where it deviates."""
-    lines = [f"- {v['label']}: " + "; ".join(v["notes"]) for v in doc["vmms"] if v["notes"] and v["status"] == "ok"]
+    lines = [f"- {v['label']}: " + "; ".join(v["notes"])
+             for v in doc["vmms"] if v["notes"] and v["status"] == "ok"]
     return lines + [""] if lines else []
 
 

@@ -95,7 +95,8 @@ def run_snapshot(specs: list[VmmSpec], opts: SnapshotOptions, *, unusable: Calla
                 continue
             origins.append(origin)
             for p in paths:
-                measure[p.name] = (lambda o=origin, p=p: _save_once(o, ws.guest.path(f"{p.name}.snapshot"), p.mode))
+                file = ws.guest.path(f"{p.name}.snapshot")
+                measure[p.name] = (lambda o=origin, f=file, m=p.mode: _save_once(o, f, m))
                 e = next(v for v in vmms if v["name"] == p.name)
                 e["argv"] = origin.public_argv()
                 e["notes"] = ([SBX_NOTES[p.mode]] if spec.kind == "sbx" else QEMU_NOTES[:1]) + [
