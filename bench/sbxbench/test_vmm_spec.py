@@ -20,6 +20,19 @@ class VmmListTest(unittest.TestCase):
         self.assertEqual(specs[2].path, "/opt/lkvm")
         self.assertFalse(any(s.generic for s in specs))
 
+    def test_another_build_of_a_vmm_by_tag(self):
+        specs = parse_vmm_list("sbx,sbx@before=/old/sbx-vmm,qemu", root=ROOT)
+        self.assertEqual([(s.name, s.kind) for s in specs], [("sbx", "sbx"), ("sbx@before", "sbx"), ("qemu", "qemu")])
+        self.assertEqual(specs[1].path, "/old/sbx-vmm")
+        self.assertEqual(specs[1].label, "sbx-vmm @before")
+        cfg = BootConfig(kernel="/k", initrd="/i", cpus=1, memory_mib=256, cmdline="quiet", workdir="/tmp")
+        self.assertEqual(boot_command(specs[1], cfg).argv[0], "/old/sbx-vmm")
+        for text, message in (("sbx@before", "needs the path of that build"), ("sbx@Old=/x", "a tag after @"),
+                              ("sbx@=/x", "a tag after @"), ("xen@a=/x", "unknown VMM 'xen'"),
+                              ("sbx@a=/x,sbx@a=/y", "named twice")):
+            with self.assertRaisesRegex(VmmListError, message):
+                parse_vmm_list(text, root=ROOT)
+
     def test_unknown_vmm_is_a_clear_error(self):
         with self.assertRaisesRegex(VmmListError, r"unknown VMM 'xen'.*known: sbx, qemu"):
             parse_vmm_list("sbx,xen", root=ROOT)

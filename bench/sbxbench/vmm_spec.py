@@ -1,7 +1,9 @@
 """The `--vmm` list: which VMMs a run compares, and where their binaries are.
 
 Syntax (docs/benchmarks.md, "sbx-bench"): comma-separated entries, each
-`NAME` or `NAME=PATH`, NAME one of KNOWN_VMMS. `sbx` and `qemu` need no
+`NAME` or `NAME=PATH`, NAME one of KNOWN_VMMS, or `NAME@TAG=PATH` for
+another build of the same VMM (e.g. `sbx@before=/old/sbx-vmm` beside
+`sbx`: a before/after comparison in one run, ratios to `sbx`). `sbx` and `qemu` need no
 path (sbx: build/host-tools/sbx-vmm/sbx-vmm of this tree; qemu:
 qemu-system-x86_64 from PATH); kvmtool, firecracker and cloud-hypervisor
 are not part of Debian 12 or of this project, so their binary must be
@@ -11,6 +13,7 @@ named. Paths may not contain commas.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,20 +71,27 @@ def parse_vmm_list(text: str, *, root: Path, generic_sbx: bool = False) -> list[
         name, has_path, path = entry.partition("=")
         name = name.strip()
         path = os.path.expanduser(path.strip())
-        if name not in KNOWN_VMMS:
-            raise VmmListError(f"--vmm: unknown VMM {name!r}; known: {', '.join(KNOWN_VMMS)} "
+        kind, has_tag, tag = name.partition("@")
+        if kind not in KNOWN_VMMS:
+            raise VmmListError(f"--vmm: unknown VMM {kind!r}; known: {', '.join(KNOWN_VMMS)} "
                                "(kvmtool, firecracker and cloud-hypervisor as NAME=PATH)")
+        if has_tag and not re.fullmatch(r"[a-z0-9][a-z0-9-]*", tag):
+            raise VmmListError(f"--vmm: {name}: a tag after @ is lower-case letters, digits and '-'")
+        if has_tag and not has_path:
+            raise VmmListError(f"--vmm: {name} needs the path of that build, e.g. {name}=/old/build/sbx-vmm")
         if name in seen:
             raise VmmListError(f"--vmm: {name} named twice")
         seen.add(name)
-        label, needs_path, _ = KNOWN_VMMS[name]
+        label, needs_path, _ = KNOWN_VMMS[kind]
+        if has_tag:
+            label = f"{label} @{tag}"
         if has_path and not path:
             raise VmmListError(f"--vmm: {name}= has an empty path")
         if needs_path and not has_path:
             raise VmmListError(f"--vmm: {name} needs the path of its binary, e.g. {name}=/usr/local/bin/"
                                f"{'lkvm' if name == 'kvmtool' else name} (sbx-bench never downloads one)")
-        resolved = path if has_path else _default_path(name, root)
-        specs.append(VmmSpec(name=name, kind=name, label=label, path=resolved,
+        resolved = path if has_path else _default_path(kind, root)
+        specs.append(VmmSpec(name=name, kind=kind, label=label, path=resolved,
                              generic=generic_sbx and name == BASELINE))
     if generic_sbx and BASELINE not in seen:
         raise VmmListError("--test-generic-sbx needs sbx=PATH in --vmm")
