@@ -27,7 +27,6 @@ import vmm_control  # noqa: E402
 import vmrun  # noqa: E402
 
 AGENT_PORT = 52  # docs/agent-protocol.md, "Transport"
-CONNECT_ANSWER_S = vmrun.CONNECT_ANSWER_S
 POLL_S = 0.005   # snapshot_runner.py polled health every 5 ms
 VM_SET_UP = r"VM set up in ([0-9.]+) ms"  # vmm/vm.cpp
 LAZY_LOADED = r"fully loaded from the snapshot ([0-9.]+) ms"  # snapshot/lazy_memory.cpp
@@ -49,44 +48,12 @@ class Endpoint:
 
     def _connect_once(self, port: int) -> socket.socket:
         if self.cid is not None:
-            s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
-            try:
-                s.connect((self.cid, port))
-            except OSError:
-                s.close()
-                raise
-            return s
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(CONNECT_ANSWER_S)  # a wedged guest never answers CONNECT
-        try:
-            s.connect(self.uds)
-            s.sendall(f"CONNECT {port}\n".encode())
-            line = b""
-            while not line.endswith(b"\n"):  # byte by byte: the protocol follows
-                c = s.recv(1)
-                if not c:
-                    raise ConnectionError(f"closed after CONNECT {port} (answer so far {line!r})")
-                line += c
-                if len(line) > 64:
-                    raise ConnectionError(f"answer to CONNECT {port} too long: {line!r}")
-            if not line.startswith(b"OK "):
-                raise ConnectionError(f"answer to CONNECT {port}: {line!r}")
-        except OSError:
-            s.close()
-            raise
-        s.settimeout(None)
-        return s
+            return vmrun.connect_vsock(self.cid, port)
+        return vmrun.connect_hybrid(self.uds, port)
 
     def connect(self, port: int, wait: float = 30.0) -> socket.socket:
         """Connects to the guest's port, retrying for `wait` seconds."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                return self._connect_once(port)
-            except OSError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
+        return vmrun.connect_retrying(lambda: self._connect_once(port), wait)
 
 
 class Agent:

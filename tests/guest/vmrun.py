@@ -309,46 +309,62 @@ class VsockHost:
 
     def _connect_once(self, port):
         if self.vmm != "sbx":
-            s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
-            try:
-                s.connect((GUEST_CID, port))
-            except OSError:
-                s.close()
-                raise
-            return s
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # A wedged guest never answers CONNECT: bounded, then blocking
-        # again for the caller (who sets its own timeout).
-        s.settimeout(CONNECT_ANSWER_S)
-        try:
-            s.connect(self.uds)
-            s.sendall(f"CONNECT {port}\n".encode())
-            line = b""
-            while not line.endswith(b"\n"):  # byte by byte: data may follow
-                c = s.recv(1)
-                if not c:
-                    raise ConnectionError(f"closed after CONNECT {port} (answer so far {line!r})")
-                line += c
-                if len(line) > 64:
-                    raise ConnectionError(f"answer to CONNECT {port} too long: {line!r}")
-            if not line.startswith(b"OK "):
-                raise ConnectionError(f"answer to CONNECT {port}: {line!r}")
-        except OSError:
-            s.close()
-            raise
-        s.settimeout(None)
-        return s
+            return connect_vsock(GUEST_CID, port)
+        return connect_hybrid(self.uds, port)
 
     def connect(self, port, wait=30):
         """Connects to the guest's PORT, retrying while nothing listens yet."""
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                return self._connect_once(port)
-            except OSError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.2)
+        return connect_retrying(lambda: self._connect_once(port), wait)
+
+
+def connect_vsock(cid, port):
+    """AF_VSOCK to the guest's CID (QEMU vhost-vsock)."""
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    try:
+        s.connect((cid, port))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+def connect_hybrid(uds, port):
+    """Firecracker's hybrid vsock convention, as sbx-vmm serves it: connect
+    to the Unix socket UDS, send "CONNECT <port>\\n", read "OK <host port>\\n"."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # A wedged guest never answers CONNECT: bounded, then blocking
+    # again for the caller (who sets its own timeout).
+    s.settimeout(CONNECT_ANSWER_S)
+    try:
+        s.connect(uds)
+        s.sendall(f"CONNECT {port}\n".encode())
+        line = b""
+        while not line.endswith(b"\n"):  # byte by byte: data may follow
+            c = s.recv(1)
+            if not c:
+                raise ConnectionError(f"closed after CONNECT {port} (answer so far {line!r})")
+            line += c
+            if len(line) > 64:
+                raise ConnectionError(f"answer to CONNECT {port} too long: {line!r}")
+        if not line.startswith(b"OK "):
+            raise ConnectionError(f"answer to CONNECT {port}: {line!r}")
+    except OSError:
+        s.close()
+        raise
+    s.settimeout(None)
+    return s
+
+
+def connect_retrying(connect_once, wait):
+    """connect_once() until it succeeds or WAIT seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return connect_once()
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def recv_line(sock, limit=4096):
