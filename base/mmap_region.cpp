@@ -60,14 +60,18 @@ Result<MmapRegion> MmapRegion::map_file(const std::string& path, std::size_t max
     if (!file) {
         return file.error();
     }
-    if (file->size == 0) {
+    return map_file(*file, path);
+}
+
+Result<MmapRegion> MmapRegion::map_file(const RegularFile& file, const std::string& path) {
+    if (file.size == 0) {
         return make_error("{} is empty", path);
     }
-    void* p = ::mmap(nullptr, file->size, PROT_READ, MAP_PRIVATE, file->fd.get(), 0);
+    void* p = ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
     if (p == MAP_FAILED) {
         return sys_error("cannot map {}", path);
     }
-    return MmapRegion(p, file->size);
+    return MmapRegion(p, file.size);
 }
 
 void MmapRegion::unmap() {

@@ -11,6 +11,8 @@
 
 namespace sbx {
 
+struct RegularFile;
+
 class MmapRegion {
 public:
     MmapRegion() = default;
@@ -45,6 +47,9 @@ public:
     // only the pages a caller touches are read. Refuses files over
     // max_bytes and empty ones. The file must not shrink while mapped.
     static Result<MmapRegion> map_file(const std::string& path, std::size_t max_bytes);
+    // The same for a file already open (open_regular_file), which the
+    // caller keeps, e.g. to map its pages elsewhere too; `path` for errors.
+    static Result<MmapRegion> map_file(const RegularFile& file, const std::string& path);
 
     [[nodiscard]] std::uint8_t* data() const { return static_cast<std::uint8_t*>(addr_); }
     [[nodiscard]] std::size_t size() const { return size_; }

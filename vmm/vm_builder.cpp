@@ -55,11 +55,16 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     if (auto r = config_.validate(); !r) {
         return r.error();
     }
-    // Mapped, not read: only the parts the loader copies (an ELF's PT_LOAD
-    // segments) are ever read from disk.
-    auto kernel = map_input_file(config_.kernel, kMaxKernelBytes, "kernel");
+    // Mapped for its headers; an ELF's segments are then read from the file
+    // straight into guest memory (boot::load_kernel's image_fd), so it
+    // stays open until the load.
+    auto kernel_file = open_regular_file(config_.kernel, kMaxKernelBytes);
+    if (!kernel_file) {
+        return kernel_file.error().context("kernel");
+    }
+    auto kernel = MmapRegion::map_file(*kernel_file, config_.kernel);
     if (!kernel) {
-        return kernel.error();
+        return kernel.error().context("kernel");
     }
     MmapRegion initrd;
     if (!config_.initrd.empty()) {
@@ -92,7 +97,7 @@ Result<std::unique_ptr<Vm>> VmBuilder::build() {
     }
     auto boot = boot::setup_linux_boot(*memory, boot::LinuxBootConfig{
         kernel->bytes(), initrd.bytes(), config_.cmdline + virtio_mmio_cmdline(virtio_devices_.size()),
-        config_.cpus});
+        config_.cpus, kernel_file->fd.get()});
     if (!boot) {
         return boot.error();
     }

@@ -38,12 +38,18 @@ struct LoadedKernel {
     // hdr.initrd_addr_max: highest address an initrd byte may occupy
     // (0x37ffffff for ELF, the protocol's default when the field is absent).
     std::uint32_t initrd_addr_max = 0;
+    // ELF: the bytes read from the image's file (image_fd) rather than
+    // copied from its mapping.
+    std::uint64_t read_bytes = 0;
 };
 
 // Detects the image format (ELF magic, else "HdrS" at 0x202) and loads it:
 // a bzImage's protected-mode part at 0x100000, an ELF's PT_LOAD segments at
 // their p_paddr (which must be at or above 1 MiB) with bss zeroed.
-[[nodiscard]] Result<LoadedKernel> load_kernel(const GuestMemory& mem,
-                                               std::span<const std::uint8_t> image);
+// `image_fd`, when not -1, is the file `image` maps from offset 0: an ELF's
+// segments are then read from it into guest memory with pread(2), not
+// copied from the mapping. The guest sees the same bytes either way.
+[[nodiscard]] Result<LoadedKernel> load_kernel(const GuestMemory& mem, std::span<const std::uint8_t> image,
+                                               int image_fd = -1);
 
 }  // namespace sbx::boot

@@ -1,8 +1,12 @@
 #include <doctest/doctest.h>
 
 #include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <array>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -247,6 +251,57 @@ TEST_CASE("nothing is written when a later ELF segment is invalid") {
     CHECK(mem.read_obj<std::uint8_t>(GuestAddress(0x1000000)).value() == 0);
 }
 
+// The image in a file of its own (deleted on close), for load_kernel's image_fd.
+struct ImageFile {
+    FILE* file = std::tmpfile();
+    explicit ImageFile(const std::vector<std::uint8_t>& image) {
+        REQUIRE(file != nullptr);
+        REQUIRE(::pwrite(fd(), image.data(), image.size(), 0) == static_cast<ssize_t>(image.size()));
+    }
+    ~ImageFile() { std::fclose(file); }
+    [[nodiscard]] int fd() const { return ::fileno(file); }
+};
+
+std::vector<std::uint8_t> guest_bytes(const GuestMemory& mem, std::uint64_t from, std::uint64_t to) {
+    std::vector<std::uint8_t> out(to - from);
+    REQUIRE(mem.read(GuestAddress(from), out));
+    return out;
+}
+
+TEST_CASE("an ELF read from its file loads the same bytes as from its mapping") {
+    auto image = make_elf(0x1000800, {{0x1000800, 0x3900, 0x5000, 0xaa}, {0x1400000, 0x2000, 0x2000, 0xbb}});
+    for (std::size_t i = 0; i < 2; ++i) {  // a byte pattern that shows any offset mistake
+        std::uint64_t offset = 0, size = 0;
+        std::memcpy(&offset, image.data() + phdr_field(i, offsetof(Elf64_Phdr, p_offset)), 8);
+        std::memcpy(&size, image.data() + phdr_field(i, offsetof(Elf64_Phdr, p_filesz)), 8);
+        for (std::uint64_t b = 0; b < size; ++b) {
+            image[offset + b] = static_cast<std::uint8_t>(b * 13 + i);
+        }
+    }
+    const ImageFile file(image);
+    auto copied = make_guest_memory(64 * kMiB);
+    auto read = make_guest_memory(64 * kMiB);
+    REQUIRE(read.fill(GuestAddress(0x1000000), 0x600000, 0xee));  // stale bytes
+    auto by_copy = load_kernel(copied, image);
+    auto by_read = load_kernel(read, image, file.fd());
+    REQUIRE_MESSAGE(by_copy, error_text(by_copy));
+    REQUIRE_MESSAGE(by_read, error_text(by_read));
+    CHECK(by_copy->read_bytes == 0);
+    CHECK(by_read->read_bytes == 0x3900 + 0x2000);
+    CHECK(by_read->entry == by_copy->entry);
+    CHECK(by_read->end == by_copy->end);
+    CHECK(guest_bytes(read, 0x1000800, 0x1005800) == guest_bytes(copied, 0x1000800, 0x1005800));
+    CHECK(guest_bytes(read, 0x1400000, 0x1402000) == guest_bytes(copied, 0x1400000, 0x1402000));
+
+    // A file shorter than its mapping said (it shrank): the mapping's bytes.
+    REQUIRE(::ftruncate(file.fd(), 0x100) == 0);
+    auto short_file = make_guest_memory(64 * kMiB);
+    auto from_short = load_kernel(short_file, image, file.fd());
+    REQUIRE_MESSAGE(from_short, error_text(from_short));
+    CHECK(from_short->read_bytes == 0);
+    CHECK(guest_bytes(short_file, 0x1400000, 0x1402000) == guest_bytes(copied, 0x1400000, 0x1402000));
+}
+
 TEST_CASE("a real kernel from SBX_TEST_KERNEL loads") {
     const char* path = std::getenv("SBX_TEST_KERNEL");
     if (path == nullptr || *path == '\0') {
@@ -267,6 +322,15 @@ TEST_CASE("a real kernel from SBX_TEST_KERNEL loads") {
     } else {
         CHECK(kernel->entry >= kKernelLoadAddr);
         CHECK(kernel->entry < kernel->end);
+        // Read from the file, it loads the same as copied.
+        auto fd = UniqueFd::open(path, O_RDONLY);
+        REQUIRE(fd);
+        auto read_mem = make_guest_memory(512 * kMiB);
+        auto read = load_kernel(read_mem, image, fd->get());
+        REQUIRE_MESSAGE(read, error_text(read));
+        CHECK(read->read_bytes > 0);
+        CHECK(guest_bytes(read_mem, kKernelLoadAddr.value, kernel->end.value) ==
+              guest_bytes(mem, kKernelLoadAddr.value, kernel->end.value));
     }
     MESSAGE(fmt::format("loaded {}: entry {:#x}, end {:#x}, reserved end {:#x}", path,
                         kernel->entry.value, kernel->end.value, kernel->reserved_end.value));

@@ -39,7 +39,7 @@ Result<BootSetup> setup_linux_boot(const GuestMemory& mem, const LinuxBootConfig
                           mem.total_size() / kMiB, kMinGuestMemory / kMiB);
     }
 
-    auto kernel = load_kernel(mem, config.kernel);
+    auto kernel = load_kernel(mem, config.kernel, config.kernel_fd);
     if (!kernel) {
         return kernel.error().context("kernel");
     }

@@ -24,6 +24,7 @@ struct LinuxBootConfig {
     std::span<const std::uint8_t> initrd;  // may be empty
     std::string cmdline;
     unsigned num_cpus = 1;
+    int kernel_fd = -1;  // the file `kernel` maps, or -1 (load_kernel's image_fd)
 };
 
 // The vCPU entry state (set by the KVM layer): rip = entry, rsi = zero_page,
