@@ -62,6 +62,14 @@ def describe_save(name: str, figs: dict[str, float]) -> str:
     return f"{name}: " + " ".join(f"{k}={figs[k]:.1f}" for k in shown if k in figs)
 
 
+def boot_and_fill(who: str, proc: subprocess.Popen, agent: ga.Agent, setup: Setup) -> None:
+    """Waits for the origin's agent, then writes FILL_MIB of random data in it."""
+    seconds = agent.wait(BOOT_AGENT_S, alive=lambda: proc.poll() is None)
+    setup.log(f"{who} origin: the agent answered {seconds:.1f} s after the start")
+    ga.fill(agent, setup.fill_mib)
+    setup.log(f"{who} origin: {setup.fill_mib} MiB of random data written")
+
+
 class SbxOrigin:
     """sbx-vmm booting the guest; saves through its control socket."""
 
@@ -83,10 +91,7 @@ class SbxOrigin:
         self.proc = ga.spawn(self.argv, self.log_path, self.setup.vmm_cpus)
         proc = self.proc
         try:
-            seconds = self.agent.wait(BOOT_AGENT_S, alive=lambda: proc.poll() is None)
-            self.setup.log(f"sbx-vmm origin: the agent answered {seconds:.1f} s after the start")
-            ga.fill(self.agent, self.setup.fill_mib)
-            self.setup.log(f"sbx-vmm origin: {self.setup.fill_mib} MiB of random data written")
+            boot_and_fill("sbx-vmm", proc, self.agent, self.setup)
             ga.control(self.control_path, {"op": "pause"})
         except Exception:
             ga.log_tails([self.log_path, self.console], self.setup.log)
@@ -135,10 +140,7 @@ class QemuOrigin:
         self.proc = ga.spawn(self.argv, self.log_path, self.setup.vmm_cpus)
         proc = self.proc
         try:
-            seconds = self.agent.wait(BOOT_AGENT_S, alive=lambda: proc.poll() is None)
-            self.setup.log(f"QEMU origin: the agent answered {seconds:.1f} s after the start")
-            ga.fill(self.agent, self.setup.fill_mib)
-            self.setup.log(f"QEMU origin: {self.setup.fill_mib} MiB of random data written")
+            boot_and_fill("QEMU", proc, self.agent, self.setup)
             self.qmp = qmpmod.Qmp(self.qmp_path, alive=lambda: proc.poll() is None)
             qmpmod.lift_bandwidth_limit(self.qmp)
             self.qmp.cmd("stop")
