@@ -28,7 +28,7 @@ from . import qmp as qmpmod
 from .snapshot_commands import FORK_CID_BASE, QEMU_NOTES, qemu_argv, redacted, sbx_restore_argv
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure
-from .workload_common import (PathSpec, SnapshotOptions, Workspace, fail_paths, finish_statuses,
+from .workload_common import (PathSpec, figure_dicts, SnapshotOptions, Workspace, fail_paths, finish_statuses,
                               plan_paths, run_rounds, start_origin)
 from .workload_restore import QEMU_LOAD_S, RESTORE_AGENT_S
 
@@ -50,7 +50,7 @@ def figure_list(forks: int) -> list[dict]:
         Figure("pss_touched_mib", "MiB", "sum of Pss after every child read its FILL_MIB of data"),
         Figure("pss_to_rss_touched", "ratio", "pss_touched_mib / rss_touched_mib"),
     ]
-    return [{"id": f.id, "unit": f.unit, "description": f.description} for f in figs]
+    return figure_dicts(figs)
 
 
 def paths_of(spec: VmmSpec) -> list[PathSpec]:

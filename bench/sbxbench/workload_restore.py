@@ -26,7 +26,7 @@ from . import qmp as qmpmod
 from .snapshot_commands import GUEST_CID, QEMU_NOTES, qemu_argv, sbx_restore_argv
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure
-from .workload_common import (PathSpec, SnapshotOptions, Workspace, fail_paths, finish_statuses,
+from .workload_common import (PathSpec, figure_dicts, SnapshotOptions, Workspace, fail_paths, finish_statuses,
                               plan_paths, run_rounds, start_origin)
 
 WORKLOAD = "restore"
@@ -68,7 +68,7 @@ def paths_of(spec: VmmSpec) -> list[PathSpec]:
 
 
 def figure_list() -> list[dict]:
-    return [{"id": f.id, "unit": f.unit, "description": f.description} for f in FIGURES]
+    return figure_dicts(FIGURES)
 
 
 def restore_figures(*, to_agent_s: float, first_instruction_ms: float | None,

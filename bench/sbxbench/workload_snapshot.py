@@ -21,7 +21,7 @@ from typing import Callable
 from .snapshot_commands import QEMU_NOTES
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure
-from .workload_common import (PathSpec, SnapshotOptions, Workspace, fail_paths, finish_statuses,
+from .workload_common import (PathSpec, figure_dicts, SnapshotOptions, Workspace, fail_paths, finish_statuses,
                               plan_paths, run_rounds, start_origin)
 
 WORKLOAD = "snapshot"
@@ -59,7 +59,7 @@ def paths_of(spec: VmmSpec) -> list[PathSpec]:
 
 
 def figure_list() -> list[dict]:
-    return [{"id": f.id, "unit": f.unit, "description": f.description} for f in FIGURES]
+    return figure_dicts(FIGURES)
 
 
 def _summary(figs: dict[str, float]) -> str:
