@@ -8,6 +8,7 @@
 
 #include <liburing.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -75,9 +76,15 @@ public:
     // user_data of the ring's own requests (cancel_all), skipped by reap().
     static constexpr std::uint64_t kInternal = ~std::uint64_t{0};
 
+    // The only operations the ring accepts (see restrict_and_enable): what
+    // the methods above prepare. Anything else completes with -EACCES.
+    static constexpr std::array<std::uint8_t, 5> kAllowedOps = {
+        IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC, IORING_OP_FALLOCATE, IORING_OP_ASYNC_CANCEL};
+
 private:
     IoRing(std::unique_ptr<io_uring> ring, EventFd event)
         : ring_(std::move(ring)), event_(std::move(event)) {}
+    [[nodiscard]] Result<void> restrict_and_enable();
     template <typename Prep>
     [[nodiscard]] io_uring_sqe* prepare(std::uint64_t user_data, Prep&& prep, int fd = kFixedFile);
 
