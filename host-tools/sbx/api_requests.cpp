@@ -118,6 +118,28 @@ Result<Json> ttl_body(std::string_view value) {
     return Json{{"ttl", *seconds}};  // sbxd checks the range
 }
 
+Result<Json> key_body(const KeyOptions& options) {
+    Json body = Json::object();
+    if (!options.name.empty()) {
+        body["name"] = options.name;
+    }
+    if (!options.sandbox.empty()) {
+        body["sandboxId"] = options.sandbox;
+    }
+    if (options.read_only) {
+        body["readOnly"] = true;
+    }
+    if (!options.expires.empty()) {
+        auto seconds =
+            parse_scaled(options.expires, "--expires", {{"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86'400}}, 1);
+        if (!seconds) {
+            return seconds.error();
+        }
+        body["expiresInSeconds"] = *seconds;  // sbxd checks the range
+    }
+    return body;
+}
+
 Result<Json> egress_body(std::string_view value) {
     if (value == "internet" || value == "deny-all") {
         return Json{{"egress", value}};

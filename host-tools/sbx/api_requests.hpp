@@ -66,6 +66,14 @@ struct CreateOptions {
 // `sbx idle ID MINUTES|off` -> the idle body (POST …/idle); "off" is 0.
 [[nodiscard]] Result<Json> idle_body(std::string_view value);
 
+// `sbx keys create` flags -> the key body (docs/api.md, POST /v1/keys):
+// `expires` a bare number of seconds, or 90s, 30m, 2h, 30d; empty: never.
+struct KeyOptions {
+    std::string name, sandbox, expires;
+    bool read_only = false;
+};
+[[nodiscard]] Result<Json> key_body(const KeyOptions& options);
+
 // `sbx exec` flags -> the exec body (/work/helpers/exec-api.md).
 struct ExecOptions {
     std::vector<std::string> command;

@@ -70,6 +70,11 @@ int run_snapshot_create(const Context& ctx, const std::string& id, const std::st
 int run_snapshot_ls(const Context& ctx);
 int run_snapshot_rm(const Context& ctx, const std::string& name);
 
+// commands_keys.cpp: API keys (docs/api.md, "API keys").
+int run_keys_create(const Context& ctx, const KeyOptions& options);
+int run_keys_ls(const Context& ctx);
+int run_keys_rm(const Context& ctx, const std::vector<std::string>& ids);
+
 // commands_host.cpp: hosted ports, and sbxd's CA certificate (PEM).
 struct HostCommand {
     std::string id;

@@ -1,7 +1,7 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
 //   sbx new | ls | info | exec | scp | logs | forward | ssh | ssh-proxy | ssh-config | stop | resume |
-//   ttl | idle | egress | fork | snapshot | rm | history | events | host | unhost | ca | mcp
+//   ttl | idle | egress | fork | snapshot | keys | rm | history | events | host | unhost | ca | mcp
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -199,6 +199,20 @@ int main(int argc, char** argv) {
     auto* snapshot_rm = snapshot->add_subcommand("rm", "delete a named snapshot");
     snapshot_rm->add_option("name", f.name, "snapshot name")->required();
 
+    KeyOptions key;
+    auto* keys = app.add_subcommand("keys", "API keys: keys create [flags] | keys ls | keys rm KEY_ID...");
+    keys->require_subcommand(1);
+    auto* keys_create = keys->add_subcommand("create", "a new API key; its secret is printed once");
+    keys_create->add_option("--name", key.name, "a name for people");
+    keys_create->add_option("--sandbox", key.sandbox, "scope it to this sandbox (default: the whole host)")
+        ->type_name("ID");
+    keys_create->add_flag("--read-only", key.read_only, "GET and HEAD only");
+    keys_create->add_option("--expires", key.expires, "refused after this long: 3600, 90m, 12h, 30d")
+        ->type_name("DUR");
+    keys->add_subcommand("ls", "list API keys (never their secrets)");
+    auto* keys_rm = keys->add_subcommand("rm", "revoke API keys");
+    keys_rm->add_option("ids", f.ids, "key ids (key_...)")->required();
+
     auto* rm = app.add_subcommand("rm", "delete sandboxes: rm ID... or rm --label K=V");
     rm->add_option("ids", f.ids, "sandbox ids");
     add_labels(rm, f, "every sandbox with this label (repeatable)");
@@ -310,6 +324,12 @@ int main(int argc, char** argv) {
         return run_egress(ctx, f.id, f.value);
     if (*fork)
         return run_fork(ctx, f.id, f.count, f.disk_only, f.idempotency_key);
+    if (*keys_create)
+        return run_keys_create(ctx, key);
+    if (*keys_rm)
+        return run_keys_rm(ctx, f.ids);
+    if (*keys)
+        return run_keys_ls(ctx);
     if (*snapshot_ls)
         return run_snapshot_ls(ctx);
     if (*snapshot_rm)

@@ -191,13 +191,7 @@ int run_keys(Store& store, const std::string& command, const Options& options) {
             return kExitKeysFailed;
         }
         for (const auto& key : *keys) {
-            nlohmann::json line = {{"id", key.id},
-                                   {"name", key.name},
-                                   {"createdAt", rfc3339(key.created_at)},
-                                   {"sandboxId", key.sandbox_id ? nlohmann::json(*key.sandbox_id) : nullptr},
-                                   {"readOnly", key.read_only},
-                                   {"expiresAt", key.expires_at ? nlohmann::json(rfc3339(*key.expires_at)) : nullptr}};
-            std::cout << line.dump() << "\n";
+            std::cout << api_key_json(key).dump() << "\n";
         }
         return 0;
     }

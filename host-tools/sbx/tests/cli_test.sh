@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # sbx against the real built sbxd, on a Unix socket and a TCP port in a
 # temporary directory: JSON when piped, the error event and exit codes
-# (docs/sbx.md), SBX_HOST over TCP without and with a key, an unreachable
-# daemon. This sbxd answers sandbox-changing routes with 501 and has no
+# (docs/sbx.md), SBX_HOST over TCP without and with a key, API keys made,
+# listed and revoked through sbx, an unreachable daemon. This sbxd answers sandbox-changing routes with 501 and has no
 # exec routes yet, so these are the answers checked.
 # Needs no guest (suite unit). Usage: cli_test.sh BUILD_ROOT
 set -euo pipefail
@@ -157,6 +157,30 @@ check tcp_key out "lines == [{'type': 'sandboxes', 'sandboxes': []}]"
 SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$key run tcp_info 1 info sbx_missing
 error_is tcp_info 404 not_found
 
+# API keys through the API: one made by sbx works over TCP within its
+# scope; listed without its secret; revoked, it is 401.
+run keys_missing_sandbox 1 keys create --sandbox sbx_missing
+error_is keys_missing_sandbox 404 not_found
+run keys_bad_expiry 2 keys create --expires soon
+error_is keys_bad_expiry None usage
+run keys_create 0 keys create --name reader --read-only --expires 30d
+check keys_create out "last['type'] == 'key' and last['secret'].startswith('sbxk_') and last['key']['readOnly'] and last['key']['name'] == 'reader' and last['key']['expiresAt'] is not None"
+made_key=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secret"])' "$tmp/keys_create.out")
+made_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["key"]["id"])' "$tmp/keys_create.out")
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$made_key run keys_reads 0 ls
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$made_key run keys_read_only 1 keys create
+error_is keys_read_only 403 forbidden
+run keys_ls 0 keys ls
+check keys_ls out "last['type'] == 'keys' and '$made_id' in [k['id'] for k in last['keys']] and '${made_key#sbxk_}' not in json.dumps(last)"
+run keys_rm 0 keys rm "$made_id"
+check keys_rm out "last == {'type': 'key_deleted', 'id': '$made_id'}"
+SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$made_key run keys_revoked 1 ls
+error_is keys_revoked 401 unauthorized
+run keys_rm_again 1 keys rm "$made_id"
+error_is keys_rm_again 404 not_found
+run keys_alone 2 keys
+error_is keys_alone None usage
+
 # A terminal gets people's text, not JSON (script(1) gives sbx a tty).
 if command -v script >/dev/null; then
     SBX_HOST=unix:$sock script -qec "$sbx info sbx_missing" /dev/null >"$tmp/tty.out" 2>&1 || true
@@ -180,6 +204,8 @@ complete_words() {
 [ "$(complete_words sbx tt)" = ttl ] || fail "completion of 'tt': $(complete_words sbx tt)"
 [ "$(complete_words sbx idle sbx_1 o)" = off ] || fail "completion of idle ID o"
 [ "$(complete_words sbx ttl sbx_1 o)" = off ] || fail "completion of ttl ID o"
+[ "$(complete_words sbx keys cr)" = create ] || fail "completion of keys cr: $(complete_words sbx keys cr)"
+[ "$(complete_words sbx keys create --re)" = --read-only ] || fail "completion of keys create --re"
 
 # The daemon gone: exit 3 and a message naming where sbx looked.
 kill -TERM "$pid"

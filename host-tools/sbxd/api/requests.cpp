@@ -364,6 +364,35 @@ Result<SnapshotRequest> parse_snapshot(std::string_view body) {
     return SnapshotRequest{**name};
 }
 
+Result<KeyCreateRequest> parse_key_create(std::string_view body) {
+    SBXD_TRY(json, parse_body(body));
+    Fields f(*json);
+    SBXD_TRY(name, f.string("name"));
+    SBXD_TRY(sandbox_id, f.string("sandboxId"));
+    SBXD_TRY(read_only, f.boolean("readOnly"));
+    SBXD_TRY(expires, f.integer("expiresInSeconds", 1, kMaxKeySeconds));
+    if (auto done = f.finish(); !done) {
+        return done.error();
+    }
+    KeyCreateRequest r;
+    r.name = name->value_or("");
+    const bool printable = std::all_of(r.name.begin(), r.name.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    });
+    if (r.name.size() > kMaxKeyNameBytes || !printable) {
+        return invalid_argument(fmt::format("name must be at most {} bytes without control characters", kMaxKeyNameBytes));
+    }
+    if (*sandbox_id) {
+        if (sandbox_id->value().empty()) {
+            return invalid_argument("sandboxId must name a sandbox (leave it out for a host-wide key)");
+        }
+        r.sandbox_id = **sandbox_id;
+    }
+    r.read_only = read_only->value_or(false);
+    r.expires_in_seconds = *expires;
+    return r;
+}
+
 Result<ListQuery> parse_list_query(const std::vector<std::pair<std::string, std::string>>& params) {
     ListQuery q;
     for (const auto& [key, value] : params) {

@@ -22,6 +22,9 @@ namespace sbx::sbxd::api {
 
 inline constexpr std::int64_t kDefaultTtlSeconds = 3600;          // product.md §2: 1 h
 inline constexpr std::int64_t kMaxTtlSeconds = 30LL * 24 * 3600;  // up to 30 days
+// API keys made through POST /v1/keys: a name for people, an expiry.
+inline constexpr std::size_t kMaxKeyNameBytes = 128;
+inline constexpr std::int64_t kMaxKeySeconds = 10LL * 366 * 24 * 3600;  // up to 10 years
 inline constexpr std::int64_t kMinTtlSeconds = 60;
 inline constexpr int kMaxIdleMinutes = 30 * 24 * 60;
 inline constexpr int kMaxForkCount = 16;
@@ -88,6 +91,14 @@ struct IdleRequest {
     std::optional<int> idle_minutes;
 };
 
+// POST /v1/keys: a new API key (docs/api.md, "API keys").
+struct KeyCreateRequest {
+    std::string name;
+    std::optional<std::string> sandbox_id;  // none: host-wide
+    bool read_only = false;
+    std::optional<std::int64_t> expires_in_seconds;  // none: never expires
+};
+
 struct ListQuery {
     StringMap labels;
     std::vector<SandboxState> states;
@@ -111,6 +122,8 @@ struct ListQuery {
 [[nodiscard]] Result<IdleRequest> parse_idle(std::string_view body);
 // {"egress": "internet"|"deny-all"} or {"egress": "allow-list", "egressAllow": [networks]}.
 [[nodiscard]] Result<EgressRequest> parse_egress_request(std::string_view body);
+// {"name": "...", "sandboxId": "sbx_...", "readOnly": true, "expiresInSeconds": N}, all optional.
+[[nodiscard]] Result<KeyCreateRequest> parse_key_create(std::string_view body);
 // Query parameters, already percent-decoded: labels=k=v,k2=v2 (repeatable)
 // and state=running,stopped (repeatable). Others are refused.
 [[nodiscard]] Result<ListQuery> parse_list_query(

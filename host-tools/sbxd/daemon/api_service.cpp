@@ -127,6 +127,11 @@ void ApiService::add_routes() {
     sandbox_route("DELETE", "/v1/sandboxes/{id}/ports/{port}", &ApiService::unhost_port);
     host_route("GET", "/v1/ports", &ApiService::list_ports);
     host_route("GET", "/v1/ca", &ApiService::certificate_authority);
+    // Host-wide keys only (a read-only one may list): a sandbox's key
+    // never makes another key, nor sees or revokes any.
+    host_route("POST", "/v1/keys", &ApiService::create_key);
+    host_route("GET", "/v1/keys", &ApiService::list_keys);
+    host_route("DELETE", "/v1/keys/{id}", &ApiService::delete_key);
     guest_.add_routes([this](std::string_view method, std::string_view pattern, http::Handler handler,
                              http::BodyMode body) { sandbox_route(method, pattern, std::move(handler), body); });
 }

@@ -105,6 +105,10 @@ private:
     Response get_snapshot(const Request& request, const PathParams& params) const;
     Response delete_snapshot(const Request& request, const PathParams& params) const;
     Response list_events(const Request& request, const PathParams& params) const;
+    // key_routes.cpp
+    Response create_key(const Request& request, const PathParams& params) const;
+    Response list_keys(const Request& request, const PathParams& params) const;
+    Response delete_key(const Request& request, const PathParams& params) const;
     // hosted_port_routes.cpp
     [[nodiscard]] nlohmann::json hosted_port_view(const HostedPortRecord& port) const;
     // {"hostedPorts":[...]} of one sandbox, or of all.

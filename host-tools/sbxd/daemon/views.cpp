@@ -122,6 +122,15 @@ nlohmann::json snapshot_json(const SnapshotRecord& s) {
             {"cpuSignature", s.cpu_signature.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.cpu_signature)}};
 }
 
+nlohmann::json api_key_json(const ApiKeyRecord& k) {
+    return {{"id", k.id},
+            {"name", k.name},
+            {"createdAt", rfc3339(k.created_at)},
+            {"sandboxId", k.sandbox_id ? nlohmann::json(*k.sandbox_id) : nullptr},
+            {"readOnly", k.read_only},
+            {"expiresAt", k.expires_at ? nlohmann::json(rfc3339(*k.expires_at)) : nullptr}};
+}
+
 nlohmann::json exec_json(const ExecRecord& e) {
     return {{"id", e.id},
             {"command", parsed_or_text(e.command)},

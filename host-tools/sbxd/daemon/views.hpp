@@ -31,5 +31,7 @@ namespace sbx::sbxd {
 [[nodiscard]] nlohmann::json snapshot_json(const SnapshotRecord& snapshot);
 [[nodiscard]] nlohmann::json exec_json(const ExecRecord& exec);
 [[nodiscard]] nlohmann::json event_json(const EventRecord& event);
+// An API key as listed: never its secret (only its hash is stored).
+[[nodiscard]] nlohmann::json api_key_json(const ApiKeyRecord& key);
 
 }  // namespace sbx::sbxd
