@@ -161,8 +161,10 @@ TEST_CASE("the exit is not held up by a background process that keeps stdout ope
     ExecHarness h;
     auto client = h.connect();
     const auto start = std::chrono::steady_clock::now();
-    auto r = sh(client, "sleep 3 & echo started");
-    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    // Held up, it would take the sleep's 20 s; the bound leaves a loaded
+    // host (ASan, harness runs beside) a wide margin.
+    auto r = sh(client, "sleep 20 & echo started");
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
     CHECK(r.code == 0);
     CHECK(r.stdout_data == "started\n");
 }
@@ -221,7 +223,7 @@ TEST_CASE("50 concurrent execs on 50 connections") {
     for (int i = 0; i < kCount; ++i) {
         threads.emplace_back([&, i] {
             auto r = exec(clients[static_cast<std::size_t>(i)],
-                          ExecRequest{.shell = fmt::format("sleep 0.5; echo {}; exit {}", i, i % 7)});
+                          ExecRequest{.shell = fmt::format("sleep 2; echo {}; exit {}", i, i % 7)});
             if (r) {
                 outputs[static_cast<std::size_t>(i)] = r->stdout_data;
                 codes[static_cast<std::size_t>(i)] = *r->code;
@@ -236,7 +238,7 @@ TEST_CASE("50 concurrent execs on 50 connections") {
         CHECK(outputs[static_cast<std::size_t>(i)] == fmt::format("{}\n", i));
         CHECK(codes[static_cast<std::size_t>(i)] == i % 7);
     }
-    CHECK(elapsed < 20s);  // at once, not one after another (50 × 0.5 s = 25 s)
+    CHECK(elapsed < 50s);  // at once, not one after another (50 × 2 s = 100 s)
 }
 
 TEST_CASE("a client that disconnects kills its attached process group") {
@@ -275,7 +277,10 @@ TEST_CASE("children are reaped, orphaned grandchildren too") {
     CHECK(eventually([] { return zombie_children() == 0; }));
 }
 
-TEST_CASE("exec round-trip latency of true") {
+// Many execs in a row each answer and exit 0. The latency is printed, not
+// asserted: a loaded host (ASan, two harness runs) makes any bound flaky,
+// and speed goals belong to benchmarks (bench/agent: exec round trips).
+TEST_CASE("execs of true in a row all answer; their round trip is printed") {
     ExecHarness h;
     auto client = h.connect();
     // Sanitizer builds fork (reaper.hpp), which is slow there: fewer runs.
@@ -296,5 +301,4 @@ TEST_CASE("exec round-trip latency of true") {
     MESSAGE(fmt::format(
         "exec `true` round trip over a socketpair: median {:.0f} us, p99 {:.0f} us, max {:.0f} us",
         micros[micros.size() / 2], micros[micros.size() * 99 / 100], micros.back()));
-    CHECK(micros[micros.size() / 2] < 100000);
 }
