@@ -15,15 +15,15 @@ from .errors import (AgentUnavailable, AlreadyExists, BadRequest, CapacityExceed
                      InvalidState, LimitReached, MethodNotAllowed, NoReadyMachine, NotFound, PayloadTooLarge,
                      RateLimited, SandboxerConnectionError, SandboxerError, Unauthorized, Unimplemented)
 from .files import Files
-from .models import (ExecEvent, ExecResult, FileEntry, FileStat, HostedPort, OutputChunk, ProcessExit,
-                     ProcessOutput, ProcessStatus, StdinWrite, TarResult)
+from .models import (ApiKey, ExecEvent, ExecResult, FileEntry, FileStat, HostedPort, NewKey, OutputChunk,
+                     ProcessExit, ProcessOutput, ProcessStatus, StdinWrite, TarResult)
 from .process import ExecStream, OutputStream, Process
 from .sandbox import Sandbox
 
 __all__ = [
     "__version__", "Sandboxer", "Sandbox", "Snapshot", "Process", "Files", "Host", "RetryPolicy",
     "ExecStream", "OutputStream", "ExecEvent", "ExecResult", "OutputChunk", "ProcessExit", "ProcessOutput",
-    "ProcessStatus", "StdinWrite", "FileEntry", "FileStat", "HostedPort", "TarResult",
+    "ProcessStatus", "StdinWrite", "FileEntry", "FileStat", "HostedPort", "TarResult", "ApiKey", "NewKey",
     "SandboxerError", "SandboxerConnectionError", "CommandError", "UnsafeArchive",
     "BadRequest", "InvalidArgument", "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed",
     "InvalidState", "IdempotencyConflict", "AlreadyExists", "PayloadTooLarge", "HeadersTooLarge",

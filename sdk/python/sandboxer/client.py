@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ._http import DEFAULT_HOST, Host, RetryPolicy, Transport, quote
-from .models import HostedPort
+from .models import ApiKey, HostedPort, NewKey
 from .sandbox import Sandbox, _iter_sandboxes
 
 
@@ -242,3 +242,35 @@ class Sandboxer:
     def hosted_ports(self) -> builtins.list[HostedPort]:
         """Every sandbox's hosted ports (host-wide keys)."""
         return [HostedPort.from_json(p) for p in self._transport.call("GET", "/v1/ports").get("hostedPorts") or []]
+
+    # -- API keys (host-wide callers only; a read-only key may only list) ----------------
+
+    def create_key(self, name: str | None = None, sandbox_id: str | None = None, read_only: bool = False,
+                   expires_in_seconds: int | datetime.timedelta | None = None) -> NewKey:
+        """Makes an API key: host-wide, or scoped to ``sandbox_id`` (NotFound if
+        there is no such sandbox); ``read_only``: GET and HEAD only;
+        ``expires_in_seconds``: 1 s to 10 years (None: never).
+
+        The returned key's ``secret`` is shown this once. Never re-sent: a
+        retry could make a second key.
+        """
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if sandbox_id is not None:
+            body["sandboxId"] = sandbox_id
+        if read_only:
+            body["readOnly"] = True
+        if expires_in_seconds is not None:
+            seconds = (expires_in_seconds.total_seconds() if isinstance(expires_in_seconds, datetime.timedelta)
+                       else expires_in_seconds)
+            body["expiresInSeconds"] = int(seconds)
+        return NewKey.from_reply(self._transport.call("POST", "/v1/keys", json_body=body))
+
+    def keys(self) -> builtins.list[ApiKey]:
+        """Every API key, oldest first (sandboxes' own keys too), without secrets."""
+        return [ApiKey.from_json(k) for k in self._transport.call("GET", "/v1/keys").get("keys") or []]
+
+    def delete_key(self, key_id: str) -> None:
+        """Revokes the key with this id (``key_…``): the next request with it is Unauthorized."""
+        self._transport.call("DELETE", f"/v1/keys/{quote(key_id)}")

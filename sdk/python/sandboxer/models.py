@@ -1,4 +1,4 @@
-"""Plain data the SDK returns: exec results and events, process output, files, ports."""
+"""Plain data the SDK returns: exec results and events, process output, files, ports, API keys."""
 
 from __future__ import annotations
 
@@ -166,3 +166,45 @@ class HostedPort:
                    public=bool(d.get("public")), localhost=bool(d.get("localhost")),
                    url=d.get("url"), token=d.get("token"), token_url=d.get("tokenUrl"),
                    created_at=d.get("createdAt"), raw=d)
+
+
+@dataclass
+class ApiKey:
+    """An API key as sbxd lists it (``Sandboxer.keys()``): never its secret.
+
+    ``sandbox_id`` is None for a host-wide key; ``expires_at`` None for one
+    that never expires.
+    """
+
+    id: str
+    name: str
+    created_at: str | None
+    sandbox_id: str | None = None
+    read_only: bool = False
+    expires_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ApiKey":
+        return cls(**_api_key_fields(d))
+
+
+@dataclass
+class NewKey(ApiKey):
+    """``Sandboxer.create_key()``: the key and its ``secret`` (``sbxk_…``).
+
+    sbxd shows the secret in this reply only (it keeps its SHA-256), so
+    keep it now; ``repr()`` leaves it out.
+    """
+
+    secret: str = field(default="", repr=False)
+
+    @classmethod
+    def from_reply(cls, reply: dict[str, Any]) -> "NewKey":
+        return cls(**_api_key_fields(reply.get("key") or {}), secret=str(reply.get("secret") or ""))
+
+
+def _api_key_fields(d: dict[str, Any]) -> dict[str, Any]:
+    return {"id": str(d.get("id", "")), "name": str(d.get("name") or ""), "created_at": d.get("createdAt"),
+            "sandbox_id": d.get("sandboxId"), "read_only": bool(d.get("readOnly")),
+            "expires_at": d.get("expiresAt"), "raw": d}

@@ -8,6 +8,7 @@ sbx_run runs (its guest is this host; the agent runs as us), sbx_off is stopped.
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import stat
@@ -36,6 +37,12 @@ class FixtureTest(unittest.TestCase):
     def setUpClass(cls) -> None:
         cls.client = Sandboxer(f"unix:{SOCKET}", timeout=60)
         cls.sb = cls.client.get("sbx_run")
+
+    def revoke_quietly(self, key_id: str) -> None:
+        try:
+            self.client.delete_key(key_id)
+        except sandboxer.NotFound:
+            pass
 
     def tmpdir(self) -> str:
         d = tempfile.mkdtemp(prefix="sbx-sdk-")
@@ -98,6 +105,75 @@ class FixtureTest(unittest.TestCase):
             with self.assertRaises(sandboxer.Unauthorized) as cm2:
                 Sandboxer(f"http://{TCP}", api_key=key).get("sbx_run")
             self.assertEqual((cm2.exception.status, cm2.exception.code), (401, "unauthorized"))
+
+    def test_api_keys(self) -> None:
+        def create(name: str | None = None, sandbox_id: str | None = None, read_only: bool = False,
+                   expires_in_seconds: int | datetime.timedelta | None = None) -> sandboxer.NewKey:
+            key = self.client.create_key(name=name, sandbox_id=sandbox_id, read_only=read_only,
+                                         expires_in_seconds=expires_in_seconds)
+            self.addCleanup(self.revoke_quietly, key.id)
+            return key
+
+        host = create(name="sdk host")
+        self.assertIsInstance(host, sandboxer.ApiKey)
+        self.assertTrue(host.id.startswith("key_"), host.id)
+        self.assertRegex(host.secret, r"^sbxk_[0-9a-f]{64}$")
+        self.assertEqual((host.name, host.sandbox_id, host.read_only, host.expires_at), ("sdk host", None, False, None))
+        self.assertNotIn(host.secret, repr(host))
+        with self.assertRaises(sandboxer.NotFound) as cm:
+            self.client.create_key(sandbox_id="sbx_nope")
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        with self.assertRaises(sandboxer.InvalidArgument):
+            self.client.create_key(expires_in_seconds=0)
+
+        read = create(name="sdk read", read_only=True, expires_in_seconds=3600)
+        self.assertEqual((read.name, read.sandbox_id, read.read_only), ("sdk read", None, True))
+        created = datetime.datetime.fromisoformat(str(read.created_at))
+        expires = datetime.datetime.fromisoformat(str(read.expires_at))
+        self.assertEqual(expires - created, datetime.timedelta(hours=1))
+        self.assertLess(abs(created - datetime.datetime.now(datetime.timezone.utc)), datetime.timedelta(minutes=5))
+        scoped = create(sandbox_id="sbx_run", expires_in_seconds=datetime.timedelta(days=1))
+        self.assertEqual((scoped.name, scoped.sandbox_id, scoped.read_only), ("", "sbx_run", False))
+        self.assertEqual(len({host.secret, read.secret, scoped.secret}), 3)
+
+        listed = self.client.keys()
+        self.assertTrue(all(isinstance(k, sandboxer.ApiKey) and not isinstance(k, sandboxer.NewKey) for k in listed))
+        by_id = {k.id: k for k in listed}
+        self.assertTrue({host.id, read.id, scoped.id} <= by_id.keys())
+        order = [(str(k.created_at), k.id) for k in listed]
+        self.assertEqual(order, sorted(order))  # oldest first
+        got = by_id[read.id]
+        self.assertEqual((got.name, got.created_at, got.sandbox_id, got.read_only, got.expires_at),
+                         (read.name, read.created_at, None, True, read.expires_at))
+        everything = repr(listed) + repr([k.raw for k in listed])
+        self.assertNotIn("secret", everything)
+        for key in (host, read, scoped):
+            self.assertNotIn(key.secret[len("sbxk_"):], everything)
+
+        if TCP:
+            as_read = Sandboxer(f"http://{TCP}", api_key=read.secret, timeout=60)
+            self.assertEqual({s.id for s in as_read.list()}, {"sbx_run", "sbx_off"})
+            self.assertIn(read.id, [k.id for k in as_read.keys()])  # a read-only key may list keys
+            with self.assertRaises(sandboxer.Forbidden) as cm2:
+                as_read.create_key(name="from a read-only key")
+            self.assertEqual((cm2.exception.status, cm2.exception.code), (403, "forbidden"))
+            with self.assertRaises(sandboxer.Forbidden):
+                as_read.delete_key(host.id)
+            as_scoped = Sandboxer(f"http://{TCP}", api_key=scoped.secret, timeout=60)
+            self.assertEqual(as_scoped.get("sbx_run").state, "running")
+            with self.assertRaises(sandboxer.Forbidden):
+                as_scoped.keys()  # a sandbox's key sees no keys
+            as_host = Sandboxer(f"http://{TCP}", api_key=host.secret, timeout=60)
+            self.assertEqual(as_host.get("sbx_off").state, "stopped")
+
+        self.client.delete_key(read.id)
+        self.assertNotIn(read.id, [k.id for k in self.client.keys()])
+        if TCP:
+            with self.assertRaises(sandboxer.Unauthorized) as cm3:
+                Sandboxer(f"http://{TCP}", api_key=read.secret, timeout=60).list()
+            self.assertEqual((cm3.exception.status, cm3.exception.code), (401, "unauthorized"))
+        with self.assertRaises(sandboxer.NotFound):
+            self.client.delete_key(read.id)
 
     def test_connection_error(self) -> None:
         with self.assertRaises(sandboxer.SandboxerConnectionError):
