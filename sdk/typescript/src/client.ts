@@ -1,9 +1,12 @@
 // The client: where sbxd is (SBX_HOST, SBX_API_KEY), and the host-wide
-// routes: create, list, find, get, bulk delete, snapshots, events, limits.
+// routes: create, list, find, get, bulk delete, snapshots, API keys, events,
+// limits.
 import { randomUUID } from 'node:crypto';
 import { Transport, pathOf, type ClientOptions } from './http.js';
 import { Sandbox } from './sandbox.js';
-import type { CreateOptions, HostedPort, ListOptions, SandboxEvent, SandboxInfo, SnapshotInfo } from './types.js';
+import type {
+  ApiKeyInfo, CreateOptions, HostedPort, KeyCreateOptions, ListOptions, NewKey, SandboxEvent, SandboxInfo, SnapshotInfo,
+} from './types.js';
 
 function labelSelector(labels: Record<string, string> | undefined): string | undefined {
   if (!labels) return undefined;
@@ -37,6 +40,35 @@ export class Snapshots {
 }
 
 /**
+ * API keys (`client.keys`), for host-wide callers only: a sandbox's key
+ * manages none, and a read-only key may only list.
+ */
+export class Keys {
+  constructor(private readonly transport: Transport) {}
+
+  /**
+   * Makes a key: host-wide, or scoped to `sandboxId`. Its `secret` is in
+   * this answer only. Sent once, never retried (a retry could make two keys).
+   */
+  async create(opts: KeyCreateOptions = {}): Promise<NewKey> {
+    const body: Record<string, unknown> = { ...opts };
+    for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
+    const r = await this.transport.json<{ key: ApiKeyInfo; secret: string }>({ method: 'POST', path: '/v1/keys', json: body });
+    return { ...r.key, secret: r.secret };
+  }
+
+  /** Every key, oldest first (sandboxes' own keys too), without secrets. */
+  async list(): Promise<ApiKeyInfo[]> {
+    return (await this.transport.json<{ keys: ApiKeyInfo[] }>({ method: 'GET', path: '/v1/keys' })).keys;
+  }
+
+  /** Revokes a key by id (`key_…`): the next request with it is 401. */
+  async delete(id: string): Promise<void> {
+    await this.transport.json({ method: 'DELETE', path: pathOf('v1', 'keys', id) });
+  }
+}
+
+/**
  * A client of one sbxd. `host` is `unix:PATH` or `http://HOST:PORT`
  * (default `$SBX_HOST`, else `unix:/run/sandboxer/sbxd.sock`); `apiKey`
  * (default `$SBX_API_KEY`) is sent as `Authorization: Bearer` on TCP only.
@@ -44,10 +76,12 @@ export class Snapshots {
 export class Sandboxer {
   readonly transport: Transport;
   readonly snapshots: Snapshots;
+  readonly keys: Keys;
 
   constructor(opts: ClientOptions = {}) {
     this.transport = new Transport(opts);
     this.snapshots = new Snapshots(this.transport);
+    this.keys = new Keys(this.transport);
   }
 
   /** The host as used (`unix:/…` or `http://…`). */

@@ -1,6 +1,6 @@
 // sandboxer-sdk: the TypeScript/JavaScript client of sbxd's REST API
 // (docs/api.md). No runtime dependencies: node:http/node:https only.
-export { Sandboxer, Snapshots } from './client.js';
+export { Sandboxer, Snapshots, Keys } from './client.js';
 export { Sandbox, type SandboxCreateOptions } from './sandbox.js';
 export { Process, type AttachOptions } from './process.js';
 export { Files, type FileData } from './files.js';

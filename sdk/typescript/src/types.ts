@@ -89,6 +89,37 @@ export interface SnapshotInfo {
   [key: string]: unknown;
 }
 
+/** An API key as sbxd lists it (`client.keys.list()`): never its secret. */
+export interface ApiKeyInfo {
+  /** `key_…` */
+  id: string;
+  name: string;
+  createdAt: string;
+  /** The sandbox it is scoped to; null for a host-wide key. */
+  sandboxId: string | null;
+  /** GET and HEAD only. */
+  readOnly: boolean;
+  /** null: it never expires. */
+  expiresAt: string | null;
+}
+
+/** `client.keys.create()`: the key and its secret, which sbxd shows this once (it keeps its SHA-256). */
+export interface NewKey extends ApiKeyInfo {
+  /** `sbxk_` and 64 hex digits: the Bearer token. */
+  secret: string;
+}
+
+/** The body of `POST /v1/keys`; every field optional. */
+export interface KeyCreateOptions {
+  /** At most 128 bytes, no control characters. */
+  name?: string;
+  /** Scope it to this sandbox (404 NotFoundError if there is none); host-wide without. */
+  sandboxId?: string;
+  readOnly?: boolean;
+  /** 1 s to 10 years; never expires without. */
+  expiresInSeconds?: number;
+}
+
 export interface HostedPort {
   sandboxId: string;
   port: number;

@@ -117,6 +117,60 @@ describe('sbxd guest fixture', { skip }, () => {
     await assert.rejects(new Sandboxer({ host: `unix:${env.SBX_FIXTURE_DIR}/nope.sock` }).health(), ConnectionError);
   });
 
+  test('API keys: create (host-wide, scoped, read-only with expiry), list without secrets, use over TCP, delete', async () => {
+    const made = [];
+    const create = async (opts) => {
+      const key = await unix.keys.create(opts);
+      made.push(key.id);
+      return key;
+    };
+    try {
+      const host = await create({ name: 'sdk host' });
+      assert.match(host.id, /^key_/);
+      assert.match(host.secret, /^sbxk_[0-9a-f]{64}$/);
+      assert.deepEqual([host.name, host.sandboxId, host.readOnly, host.expiresAt], ['sdk host', null, false, null]);
+      await assert.rejects(unix.keys.create({ sandboxId: 'sbx_nope' }), (e) => e instanceof NotFoundError && e.status === 404 && e.code === 'not_found');
+      await assert.rejects(unix.keys.create({ expiresInSeconds: 0 }), InvalidArgumentError);
+
+      const read = await create({ name: 'sdk read', readOnly: true, expiresInSeconds: 3600 });
+      assert.deepEqual([read.name, read.sandboxId, read.readOnly], ['sdk read', null, true]);
+      assert.equal(Date.parse(read.expiresAt) - Date.parse(read.createdAt), 3600 * 1000);
+      assert.ok(Math.abs(Date.parse(read.createdAt) - Date.now()) < 5 * 60 * 1000, read.createdAt);
+      const scoped = await create({ sandboxId: 'sbx_run' });
+      assert.deepEqual([scoped.name, scoped.sandboxId, scoped.readOnly, scoped.expiresAt], ['', 'sbx_run', false, null]);
+      assert.equal(new Set([host.secret, read.secret, scoped.secret]).size, 3);
+
+      const listed = await unix.keys.list();
+      const byId = new Map(listed.map((k) => [k.id, k]));
+      assert.ok([host.id, read.id, scoped.id].every((id) => byId.has(id)));
+      const order = listed.map((k) => `${k.createdAt} ${k.id}`);
+      assert.deepEqual(order, [...order].sort(), 'oldest first');
+      const { secret: _, ...readInfo } = read;
+      assert.deepEqual(byId.get(read.id), readInfo);
+      const everything = JSON.stringify(listed);
+      assert.ok(!everything.includes('secret'), everything);
+      for (const k of [host, read, scoped]) assert.ok(!everything.includes(k.secret.slice('sbxk_'.length)));
+
+      const asRead = new Sandboxer({ host: env.SBX_FIXTURE_TCP, apiKey: read.secret });
+      assert.deepEqual((await asRead.list()).map((s) => s.id).sort(), ['sbx_off', 'sbx_run']);
+      assert.ok((await asRead.keys.list()).some((k) => k.id === read.id), 'a read-only key may list keys');
+      await assert.rejects(asRead.keys.create({ name: 'from a read-only key' }), (e) => e instanceof ForbiddenError && e.status === 403 && e.code === 'forbidden');
+      await assert.rejects(asRead.keys.delete(host.id), ForbiddenError);
+      const asScoped = new Sandboxer({ host: env.SBX_FIXTURE_TCP, apiKey: scoped.secret });
+      assert.equal((await asScoped.get('sbx_run')).state, 'running');
+      await assert.rejects(asScoped.keys.list(), ForbiddenError, "a sandbox's key sees no keys");
+      const asHost = new Sandboxer({ host: env.SBX_FIXTURE_TCP, apiKey: host.secret });
+      assert.equal((await asHost.get('sbx_off')).state, 'stopped');
+
+      assert.equal(await unix.keys.delete(read.id), undefined);
+      assert.ok(!(await unix.keys.list()).some((k) => k.id === read.id));
+      await assert.rejects(asRead.list(), (e) => e instanceof UnauthorizedError && e.status === 401 && e.code === 'unauthorized');
+      await assert.rejects(unix.keys.delete(read.id), NotFoundError);
+    } finally {
+      for (const id of made) await unix.keys.delete(id).catch((e) => { if (!(e instanceof NotFoundError)) throw e; });
+    }
+  });
+
   test('detached process: attach from an offset loses and repeats nothing (400 lines)', async () => {
     const p = await sb.start(`i=1; while [ $i -le 400 ]; do printf 'line %03d\\n' $i; i=$((i+1)); if [ $((i % 20)) -eq 0 ]; then sleep 0.05; fi; done`, u);
     assert.ok(p instanceof Process && p.id && p.pid > 0);
