@@ -1,6 +1,7 @@
-"""The guest side shared by the snapshot workloads (restore, snapshot, fork):
-reaching sbx-agent over vsock, filling guest memory, the sbx-vmm control
-socket, VMM processes and their logs. Ported from bench/snapshot_runner.py.
+"""The guest side shared by the snapshot workloads (restore, snapshot, fork)
+and exec: reaching sbx-agent over vsock, filling guest memory, the sbx-vmm
+control socket, VMM processes and their logs. Ported from
+bench/snapshot_runner.py.
 
 Relies on tests/guest: agent_frames (docs/agent-protocol.md, "Frames"),
 vmm_control.request (docs/vmm-control.md) and vmrun (Machine.argv for the
@@ -58,35 +59,45 @@ class Endpoint:
 
 class Agent:
     """Requests to sbx-agent (docs/agent-protocol.md: hello, then `health`
-    or `exec`), one connection per request."""
+    or `exec`), one connection per request, or several on one `session`."""
 
     def __init__(self, endpoint: Endpoint, token: str):
         self.endpoint, self.token = endpoint, token
 
-    def _session(self, wait: float, timeout: float = 600) -> socket.socket:
+    def connect(self, wait: float = 0.0, timeout: float = 600) -> socket.socket:
+        """A connection to the agent's port, before its hello."""
         sock = self.endpoint.connect(AGENT_PORT, wait=wait)
         sock.settimeout(timeout)
+        return sock
+
+    def hello(self, sock: socket.socket) -> None:
+        """docs/agent-protocol.md, "Session" 1; raises ConnectionError when refused."""
         agent_frames.send_frame(sock, {"type": "hello", "version": 1, "token": self.token})
-        if agent_frames.recv_message(sock).get("type") != "hello":
+        reply = agent_frames.recv_message(sock)
+        if reply.get("type") != "hello":
+            raise ConnectionError(f"hello refused: {reply}")
+
+    def session(self, wait: float = 0.0, timeout: float = 600) -> socket.socket:
+        """An authenticated connection: connect + hello."""
+        sock = self.connect(wait, timeout)
+        try:
+            self.hello(sock)
+        except BaseException:
             sock.close()
-            raise ConnectionError("hello refused")
+            raise
         return sock
 
     def health(self, wait: float = 0.0, timeout: float = 600) -> dict:
-        with self._session(wait, timeout) as sock:
+        with self.session(wait, timeout) as sock:
             agent_frames.send_frame(sock, {"type": "request", "op": "health"})
             return agent_frames.recv_message(sock)
 
     def shell(self, command: str, timeout: float = 600) -> None:
         """`sh -c COMMAND` through exec; raises unless it exits 0."""
-        with self._session(30, timeout) as sock:
-            agent_frames.send_frame(sock, {"type": "request", "op": "exec", "argv": ["sh", "-c", command]})
-            while True:
-                m = agent_frames.recv_message(sock)
-                if m.get("type") in ("exit", "error"):
-                    if m.get("code") != 0:
-                        raise RuntimeError(f"{command!r}: {m}")
-                    return
+        with self.session(30, timeout) as sock:
+            final = exec_argv(sock, ["sh", "-c", command])
+            if final.get("code") != 0:
+                raise RuntimeError(f"{command!r}: {final}")
 
     def wait(self, deadline_s: float = 600, poll_s: float = POLL_S,
              alive: Callable[[], bool] | None = None) -> float:
@@ -114,6 +125,17 @@ class Agent:
             self.shell("reboot", timeout=60)
         except (OSError, ConnectionError, RuntimeError):
             pass  # the guest can go down before the exit frame reaches us
+
+
+def exec_argv(sock: socket.socket, argv: list[str]) -> dict:
+    """One attached exec on an authenticated session (docs/agent-protocol.md,
+    "exec"): its final message, `exit` or `error`; `started` and the output
+    frames before it are skipped."""
+    agent_frames.send_frame(sock, {"type": "request", "op": "exec", "argv": argv})
+    while True:
+        message = agent_frames.recv_message(sock)
+        if message.get("type") in ("exit", "error"):
+            return message
 
 
 def _summary(seen: dict[str, int]) -> str:

@@ -1,7 +1,8 @@
 """The origin guest of the snapshot workloads: booted, filled with FILL_MIB
 of random data and saved, by sbx-vmm or by QEMU (bench/snapshot_runner.py's
 first half). Between saves an origin is paused, so it does not run
-beside another VMM's measurement.
+beside another VMM's measurement. The exec workload runs its execs in an
+origin that is never saved, resumed for its rounds only.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class Setup:
+    """`cid`: the guest's vsock CID under QEMU (vhost-vsock: one guest per
+    CID on a host); sbx-vmm's guest is reached on its Unix socket."""
     guest: Guest
     fill_mib: int
     vmm_cpus: tuple[int, ...] | None
     log: Callable[[str], None]
+    cid: int = GUEST_CID
 
 
 def file_sizes(path: str) -> tuple[int, int]:
@@ -66,8 +70,9 @@ def boot_and_fill(who: str, proc: subprocess.Popen, agent: ga.Agent, setup: Setu
     """Waits for the origin's agent, then writes FILL_MIB of random data in it."""
     seconds = agent.wait(BOOT_AGENT_S, alive=lambda: proc.poll() is None)
     setup.log(f"{who} origin: the agent answered {seconds:.1f} s after the start")
-    ga.fill(agent, setup.fill_mib)
-    setup.log(f"{who} origin: {setup.fill_mib} MiB of random data written")
+    if setup.fill_mib > 0:
+        ga.fill(agent, setup.fill_mib)
+        setup.log(f"{who} origin: {setup.fill_mib} MiB of random data written")
 
 
 class SbxOrigin:
@@ -108,6 +113,15 @@ class SbxOrigin:
             "working_set_ms": WORKING_SET_MS if mode == "compressed" else 0})
         return sbx_save_figures(reply, *file_sizes(path))
 
+    def resume(self) -> None:
+        ga.control(self.control_path, {"op": "resume"})
+
+    def pause(self) -> None:
+        ga.control(self.control_path, {"op": "pause"})
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def close(self) -> None:
         if self.proc is None:
             return
@@ -128,8 +142,8 @@ class QemuOrigin:
         self.setup, self.spec = setup, spec
         self.qmp_path = g.path("qmp.sock")
         self.log_path, self.console = g.path("qemu-boot.log"), g.path("qemu-console.log")
-        self.argv = qemu_argv(spec, g, console=self.console, qmp=self.qmp_path)
-        self.agent = ga.Agent(ga.Endpoint(cid=GUEST_CID), g.token)
+        self.argv = qemu_argv(spec, g, console=self.console, qmp=self.qmp_path, cid=setup.cid)
+        self.agent = ga.Agent(ga.Endpoint(cid=setup.cid), g.token)
         self.proc: subprocess.Popen | None = None
         self.qmp: qmpmod.Qmp | None = None
 
@@ -157,6 +171,17 @@ class QemuOrigin:
         saved = qmpmod.save_to_file(self.qmp, path)
         return qemu_save_figures(saved["seconds"], self.setup.guest.memory_mib, *file_sizes(path),
                                  saved["info"])
+
+    def resume(self) -> None:
+        assert self.qmp is not None
+        self.qmp.cmd("cont")
+
+    def pause(self) -> None:
+        assert self.qmp is not None
+        self.qmp.cmd("stop")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def close(self) -> None:
         quitting = self.qmp is not None
