@@ -1,7 +1,7 @@
-"""What the snapshot workloads (restore, snapshot, fork) share: their
-options, the results' `vmms` entries (one per measured path, n/a ones
-with the reason), the rotating rounds of boot's workload, and the origin
-guests' set-up.
+"""What the snapshot workloads (restore, snapshot, fork) and exec share:
+their options, the results' `vmms` entries (one per measured path, n/a
+ones with the reason), the rotating rounds of boot's workload, and the
+origin guests' set-up.
 
 A "path" is one way of doing the workload, a VMM of its own in the results:
 e.g. restore's `sbx` (eager), `sbx-lazy`, `sbx-private` and `qemu`. The
@@ -16,9 +16,9 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from .snapshot_commands import EXTRA_MIB, SNAPSHOT_CMDLINE, Guest, not_applicable
+from .snapshot_commands import EXTRA_MIB, GUEST_CID, SNAPSHOT_CMDLINE, Guest, not_applicable
 from .snapshot_origin import ORIGINS, Setup
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure, rotation
@@ -35,6 +35,7 @@ class SnapshotOptions:
     warmup: int
     cmdline: str = SNAPSHOT_CMDLINE
     forks: int = 4
+    execs: int = 20
     vmm_cpus: tuple[int, ...] | None = None
 
     @property
@@ -63,15 +64,17 @@ def entry(spec: VmmSpec, name: str, label: str, *, status: str = "ok", reason: s
 
 
 def plan_paths(specs: list[VmmSpec], paths_of: Callable[[VmmSpec], list[PathSpec]], *,
-               unusable: Callable[[VmmSpec], str | None], log: Callable[[str], None]
+               unusable: Callable[[VmmSpec], str | None], log: Callable[[str], None],
+               unsupported: Callable[[VmmSpec], str | None] = not_applicable
                ) -> tuple[list[dict], dict[str, list[PathSpec]]]:
     """The `vmms` entries of every VMM's paths, in --vmm order; the ones
-    that cannot run are n/a with the reason (also in notes). Returns the
-    entries and {VMM name: its runnable paths}."""
+    that cannot run (`unsupported`: the workload's reason, `unusable`: the
+    binary's) are n/a with the reason (also in notes). Returns the entries
+    and {VMM name: its runnable paths}."""
     vmms: list[dict] = []
     runnable: dict[str, list[PathSpec]] = {}
     for spec in specs:
-        reason = not_applicable(spec) or unusable(spec)
+        reason = unsupported(spec) or unusable(spec)
         paths = paths_of(spec) if spec.kind in ORIGINS else []
         if not paths:
             paths = [PathSpec(spec.name, spec.label, "")]
@@ -99,11 +102,16 @@ def finish_statuses(vmms: list[dict], runs: list[dict]) -> None:
             e.update(status="failed", reason=f"all {len(mine)} runs failed: {mine[-1]['error']}")
 
 
-def run_rounds(measure: dict[str, Callable[[], dict[str, float]]], *, runs: int, warmup: int,
-               log: Callable[[str], None], summary: Callable[[dict[str, float]], str]) -> list[dict]:
+Measured = dict[str, float] | list[dict[str, float]]
+
+
+def run_rounds(measure: dict[str, Callable[[], Measured]], *, runs: int, warmup: int,
+               log: Callable[[str], None], summary: Callable[[Any], str]) -> list[dict]:
     """warmup + runs rounds; each measures every path once, round r starting
-    with the (r mod k)-th (workload_boot.rotation). A measurement that
-    raises is a failed run with the error; the next one still runs."""
+    with the (r mod k)-th (workload_boot.rotation). A measurement gives its
+    figures, or a list of samples (exec: one per exec), each a run entry of
+    its own with its index as `sample`. A measurement that raises is a
+    failed run with the error; the next one still runs."""
     out: list[dict] = []
     names = list(measure)
     for index in range(warmup + runs):
@@ -113,10 +121,16 @@ def run_rounds(measure: dict[str, Callable[[], dict[str, float]]], *, runs: int,
             started = time.monotonic()
             try:
                 figures, error = measure[name](), None
+                if isinstance(figures, list) and not figures:
+                    raise RuntimeError("the measurement gave no samples")
             except Exception as e:  # every failure is a failed run, reported, never a crash
                 figures, error = {}, f"{type(e).__name__}: {e}"
-            out.append({"vmm": name, "round": index, "position": position, "warmup": is_warmup,
-                        "ok": error is None, "error": error, "figures": figures})
+            run = {"vmm": name, "round": index, "position": position, "warmup": is_warmup,
+                   "ok": error is None, "error": error}
+            if isinstance(figures, list):
+                out += [{**run, "sample": i, "figures": sample} for i, sample in enumerate(figures)]
+            else:
+                out.append({**run, "figures": figures})
             took = time.monotonic() - started
             if error is None:
                 log(f"{tag} {name:<12} {summary(figures)} ({took:.1f} s)")
@@ -127,15 +141,17 @@ def run_rounds(measure: dict[str, Callable[[], dict[str, float]]], *, runs: int,
 
 class Workspace:
     """The work folder (sockets, logs, snapshot files: on a local file
-    system, e.g. level 1's tmpfs /tmp) and the guest every VMM runs."""
+    system, e.g. level 1's tmpfs /tmp) and the guest every VMM runs
+    (`cid`: its vsock CID under QEMU, snapshot_origin.Setup)."""
 
-    def __init__(self, workload: str, opts: SnapshotOptions, log: Callable[[str], None]):
+    def __init__(self, workload: str, opts: SnapshotOptions, log: Callable[[str], None], cid: int = GUEST_CID):
         self.dir = tempfile.mkdtemp(prefix=f"sbx-bench-{workload}.")
         token = os.urandom(16).hex()
         self.guest = Guest(kernel=opts.kernel, image=opts.image, cpus=opts.cpus,
                            memory_mib=opts.guest_memory_mib, cmdline=opts.cmdline, token=token,
                            workdir=self.dir)
-        self.setup = Setup(guest=self.guest, fill_mib=opts.fill_mib, vmm_cpus=opts.vmm_cpus, log=log)
+        self.setup = Setup(guest=self.guest, fill_mib=opts.fill_mib, vmm_cpus=opts.vmm_cpus, log=log,
+                           cid=cid)
         self.log = log
 
     def remove(self) -> None:
