@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Callable
 
+from .results import samples_by_vmm
 from .vmm_spec import BASELINE
 
 
@@ -206,6 +207,55 @@ def plot_fork_answers(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Pa
                    "answer, with bootstrap CIs (the last point: all answered)")]
 
 
+def ecdf_panels(plt, path: Path, *, panels: list[tuple[str, list[tuple[str, list[float]]]]], title: str,
+                xlabel: str) -> None:
+    """Side by side, one panel per (name, [(label, samples)]): each sample's
+    empirical distribution function (fraction of samples <= x), log x when
+    a panel's samples span over 20x."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, 4.5), sharey=True, squeeze=False)
+    for ax, (name, lines) in zip(axes[0], panels):
+        values = [v for _, samples in lines for v in samples if v > 0]
+        for label, samples in lines:
+            xs = sorted(samples)
+            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=label)
+        if values and max(values) / min(values) > 20:
+            ax.set_xscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("fraction of samples <= x")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_exec_distribution(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
+    """Exec: the distribution of every exec's round trip per VMM, fresh
+    connection and reused connection side by side."""
+    samples = samples_by_vmm(doc["runs"])
+    panels = []
+    for figure, name in (("fresh_round_trip", "fresh connection: connect + hello + exec"),
+                         ("reused_round_trip", "one reused connection: exec")):
+        lines = []
+        for vmm in _ok_vmms(doc):
+            values = samples.get(vmm["name"], {}).get(figure)
+            s = _stat(doc, vmm["name"], figure)
+            if values and s:
+                lines.append((f"{vmm['label']} (median {s['median']:.2f} ms, n {len(values)})", values))
+        if lines:
+            panels.append((name, lines))
+    if not panels:
+        return []
+    path = out_dir / f"{stem}-latency.png"
+    ecdf_panels(plt, path, panels=panels, xlabel="ms", title=_title(doc, "Exec of `true` through sbx-agent: "
+                                                                    "round trip of every exec"))
+    return [(path, "Exec latency distribution per VMM: the empirical CDF of every exec's round trip "
+                   "(fresh_round_trip, reused_round_trip) over the measured rounds")]
+
+
 PLOTTERS: dict[str, list[Callable]] = {
     "boot": [plot_boot_breakdown, plot_figure_medians("start_to_init")],
     "restore": [plot_grouped(["to_first_instruction", "to_agent", "to_fully_loaded"], "paths",
@@ -219,7 +269,12 @@ PLOTTERS: dict[str, list[Callable]] = {
                           "Memory of the fork's VMM processes (sums)",
                           "Fork: sums of the children's Rss and Pss (smaps_rollup), when all answered and after "
                           "each read its data; Pss well under Rss is shared memory")],
-    # "exec": [plot_exec_distribution], "density": [plot_density_curve]: when those workloads exist.
+    "exec": [plot_exec_distribution,
+             plot_grouped(["fresh_connect", "fresh_hello", "fresh_exec", "reused_round_trip"], "parts",
+                          "Exec: a fresh round trip's parts, a reused one",
+                          "Exec: medians of a fresh connection's connect, hello and exec, beside an exec "
+                          "on a reused connection", log_scale=True)],
+    # "density": [plot_density_curve]: when that workload exists.
 }
 
 
