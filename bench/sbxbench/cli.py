@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from . import machine_facts, results, schema_check, stats, workload_fork, workload_restore, workload_snapshot
+from . import (machine_facts, results, schema_check, stats, workload_exec, workload_fork, workload_restore,
+               workload_snapshot)
 from .report_markdown import ratio_table, render_report, statistics_table, unavailable_vmms
 from .vmm_commands import DEFAULT_CMDLINE, version_command
 from .vmm_spec import DEFAULT_VMMS, VmmListError, parse_vmm_list, unusable_reason
@@ -18,15 +19,18 @@ from .workload_boot import BREAKDOWNS, WORKLOAD as BOOT, BootOptions, figure_lis
 from .workload_common import SnapshotOptions
 
 ROOT = Path(__file__).resolve().parents[2]
-# workload -> (its run function, module with FIGURES / figure_list, BREAKDOWNS, EXTRA_BASELINES)
+# workload -> (its run function, module with FIGURES / figure_list, BREAKDOWNS, EXTRA_BASELINES).
+# exec saves nothing, but runs the same agent guest with the same options.
 SNAPSHOT_RUNNERS = {"restore": (workload_restore.run_restore, workload_restore),
                     "snapshot": (workload_snapshot.run_snapshot, workload_snapshot),
-                    "fork": (workload_fork.run_fork, workload_fork)}
+                    "fork": (workload_fork.run_fork, workload_fork),
+                    "exec": (workload_exec.run_exec, workload_exec)}
 SNAPSHOT_WORKLOADS = tuple(SNAPSHOT_RUNNERS)
 WORKLOADS = (BOOT, *SNAPSHOT_WORKLOADS)
 # FILL_MIB when --fill-mib is not given: bench/snapshot's 1024; a fork's N
-# guests (QEMU's each with its own copy) must fit beside each other.
-DEFAULT_FILL_MIB = {"restore": 1024, "snapshot": 1024, "fork": 256}
+# guests (QEMU's each with its own copy) must fit beside each other; exec
+# measures the agent, not memory.
+DEFAULT_FILL_MIB = {"restore": 1024, "snapshot": 1024, "fork": 256, "exec": 0}
 
 
 def _positive(text: str) -> int:
@@ -76,18 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--csv", type=Path, help="statistics CSV (default: --out with .csv)")
     run.add_argument("--kernel", help="guest kernel, e.g. \"$(images/build vmlinux)\"")
     run.add_argument("--initrd", help="guest initramfs, e.g. \"$(images/build initramfs)\" (boot) or "
-                                      "\"$(images/build minimal)\" (restore, snapshot, fork: needs sbx-agent)")
+                                      "\"$(images/build minimal)\" (restore, snapshot, fork, exec: needs "
+                                      "sbx-agent)")
     run.add_argument("--cmdline", help="guest kernel command line (default: sbx-vmm's for boot, "
                                        "bench/snapshot's for the others)")
     run.add_argument("--cpus", type=_positive, default=1)
     run.add_argument("--memory", type=_positive, help="MiB (default: 256 for boot, FILL_MIB + 512 for the others)")
     run.add_argument("--timeout", type=float, default=120.0, help="seconds per boot (default 120; boot only)")
     run.add_argument("--fill-mib", type=_non_negative,
-                     help="restore, snapshot, fork: MiB of random data the guest writes before the save "
-                          "(default 1024; fork 256)")
+                     help="restore, snapshot, fork, exec: MiB of random data the guest writes before the "
+                          "save or the execs (default 1024; fork 256; exec 0)")
     run.add_argument("--forks", type=_positive, default=4, help="fork: children per round (default 4)")
+    run.add_argument("--execs", type=_positive, default=20,
+                     help="exec: execs of `true` per round on fresh connections, and as many on one "
+                          "connection (default 20)")
     run.add_argument("--vmm-cpus", type=_cpu_list,
-                     help="restore, snapshot, fork: run every VMM process on these CPUs, e.g. 0 "
+                     help="restore, snapshot, fork, exec: run every VMM process on these CPUs, e.g. 0 "
                           "(bench/snapshot does for fork in the nested harness)")
     run.add_argument("--bootstrap", type=_non_negative, default=stats.DEFAULT_RESAMPLES,
                      help=f"bootstrap resamples (default {stats.DEFAULT_RESAMPLES}; 0: no intervals)")
@@ -132,12 +140,12 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
     if snapshot_workload and args.confinement:
         return "--confinement is for the boot workload only"
     if not snapshot_workload and (args.vmm_cpus or args.fill_mib is not None):
-        return "--fill-mib and --vmm-cpus are for restore, snapshot and fork"
+        return "--fill-mib and --vmm-cpus are for restore, snapshot, fork and exec"
     if not args.test_generic_sbx and not (args.kernel and args.initrd):
         image = "minimal" if snapshot_workload else "initramfs"
+        wrapper = {"boot": "bench/boot", "exec": None}.get(args.workload, "bench/snapshot")
         return (f"run {args.workload} needs --kernel and --initrd, e.g. --kernel \"$(images/build vmlinux)\" "
-                f"--initrd \"$(images/build {image})\" (bench/{'snapshot' if snapshot_workload else 'boot'} "
-                "passes them)")
+                f"--initrd \"$(images/build {image})\"" + (f" ({wrapper} passes them)" if wrapper else ""))
     for name in ("kernel", "initrd"):
         path = getattr(args, name)
         if path and not Path(path).is_file():
@@ -164,7 +172,8 @@ def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
     fill = args.fill_mib if args.fill_mib is not None else DEFAULT_FILL_MIB[args.workload]
     opts = SnapshotOptions(kernel=args.kernel, image=args.initrd, cpus=args.cpus, memory_mib=args.memory,
                            fill_mib=fill, runs=args.runs, warmup=args.warmup, forks=args.forks,
-                           vmm_cpus=args.vmm_cpus, **({"cmdline": args.cmdline} if args.cmdline else {}))
+                           execs=args.execs, vmm_cpus=args.vmm_cpus,
+                           **({"cmdline": args.cmdline} if args.cmdline else {}))
     measured = runner(specs, opts, unusable=unusable_reason, log=_log)
     parameters = {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus,
                   "memory_mib": opts.guest_memory_mib, "fill_mib": fill, "cmdline": opts.cmdline,
@@ -174,6 +183,8 @@ def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
         figures = workload_fork.figure_list(args.forks)
     else:
         figures = module.figure_list()
+    if args.workload == "exec":
+        parameters["execs"] = args.execs
     return {**measured, "figures": figures, "breakdowns": getattr(module, "BREAKDOWNS", []),
             "extra_baselines": getattr(module, "EXTRA_BASELINES", []), "parameters": parameters}
 

@@ -124,8 +124,10 @@ class CliTest(unittest.TestCase):
     def test_usage_errors(self):
         for argv, message in ((["run", "restore", "--confinement"], "boot workload only"),
                               (["run", "fork", "--test-generic-sbx", "--vmm", "sbx=/x"], "boot workload only"),
-                              (["run", "boot", "--fill-mib", "4"], "restore, snapshot and fork"),
+                              (["run", "boot", "--fill-mib", "4"], "restore, snapshot, fork and exec"),
                               (["run", "snapshot"], "images/build minimal"),
+                              (["run", "exec"], "images/build minimal"),
+                              (["run", "exec", "--execs", "0"], "--execs"),
                               (["run", "restore", "--kernel", "/no/k", "--initrd", "/no/i"], "no such file"),
                               (["run", "fork", "--vmm-cpus", "a"], "CPU numbers")):
             status, err = self.run_cli(*argv)

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """TEST ONLY: a stand-in for sbx-vmm for the unit tests of sbx-bench's
-restore, snapshot and fork workloads (test_run_snapshot.py), run as
-`--vmm sbx=THIS`. It takes the flags those workloads give sbx-vmm and
-serves what they talk to, without a VM:
+restore, snapshot, fork and exec workloads (test_run_snapshot.py,
+test_run_exec.py), run as `--vmm sbx=THIS`. It takes the flags those
+workloads give sbx-vmm and serves what they talk to, without a VM:
 
 - the hybrid vsock socket (`--vsock cid=N,uds=PATH`: `CONNECT 52` ->
   `OK ...`) with an agent that answers hello (checking the token of
   `sbx.token=` or of the snapshot), health and exec (exit 0; `reboot`
   ends the process with status 0, as the guest's reboot ends sbx-vmm);
-  the agent listens FAKE_AGENT_DELAY_S (default 0.05) after the start;
+  the agent listens FAKE_AGENT_DELAY_S (default 0.05) after the start,
+  and not while the guest is paused (a new connection is closed);
 - the control socket (docs/vmm-control.md): status, pause, resume,
   snapshot (a small JSON file inside --snapshot-dir, the reply's fields),
   stop;
@@ -65,8 +66,8 @@ def agent_session(conn, token, delay):
         if not c:
             return
         line += c
-    if line.strip() != b"CONNECT 52" or time.monotonic() - START < delay:
-        return  # nothing listens on that port (yet): the connection closes
+    if line.strip() != b"CONNECT 52" or time.monotonic() - START < delay or state["paused"]:
+        return  # nothing listens on that port (yet), or no vCPU runs: the connection closes
     conn.sendall(b"OK 1073741824\n")
     hello = recv(conn)
     if hello.get("type") != "hello" or hello.get("token") != token:
