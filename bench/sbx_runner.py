@@ -323,6 +323,10 @@ class Bench:
         say(f"setup: first create {seconds:.2f} s; waiting for the warm template")
         self.rm(first)
         say(f"setup: template {self.wait_template()}")
+        if a.lifecycle_only:  # a round of bench/sbx --jail-compare
+            for run in range(1, a.runs + 1):
+                self.sbx_run(run)
+            return
         say("setup: one QEMU boot to warm the page cache (not counted)")
         self.qemu_boot(0, pristine)
         for run in range(1, a.runs + 1):
@@ -350,6 +354,8 @@ def main():
     ap.add_argument("--memory", type=int, default=1024, help="MiB")
     ap.add_argument("--op-timeout", type=float, default=600, help="seconds per sbx command or QEMU boot")
     ap.add_argument("--template-timeout", type=float, default=900)
+    ap.add_argument("--lifecycle-only", action="store_true",
+                    help="only the sbx rows: no QEMU boot, neighbours or round trips; writes only the JSON")
     args = ap.parse_args()
     sys.stdout.reconfigure(encoding="utf-8")  # the table's arrows, whatever the locale
 
@@ -372,6 +378,12 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     stats = {key: summarize(bench.samples[key]) for key, _ in OPERATIONS}
+    if args.lifecycle_only:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"runs": args.runs, "samples": bench.samples, "failures": bench.failures,
+                       "steps": bench.detail}, f, indent=2)
+            f.write("\n")
+        return 1 if any(stats[key] is None for key, _ in OPERATIONS) else 0
     qemu = summarize(bench.qemu)
     neighbour = {key: summarize(v) for key, v in bench.neighbour.items()}
     roundtrip = {key: summarize(v) for key, v in bench.roundtrip.items()}
