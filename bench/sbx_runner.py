@@ -317,7 +317,7 @@ class Bench:
 
     def main(self, pristine):
         a = self.args
-        say(f"setup: a first create (cold, builds the warm template), {a.cpus} vCPU, {a.memory} MiB")
+        say(f"setup: a first create (it builds the warm template when there is none), {a.cpus} vCPU, {a.memory} MiB")
         seconds, events = self.sbx("new", *self.machine())
         first = last(events, "ready", "new")["id"]
         say(f"setup: first create {seconds:.2f} s; waiting for the warm template")
