@@ -66,6 +66,15 @@ json drop() {
 json jump(std::string_view chain) {
     return {{"jump", {{"target", chain}}}};
 }
+// What the policy denies is refused out loud, so a program in the guest
+// fails at once instead of waiting out its timeout (the "refuse" chain).
+// Packets with a spoofed source, IPv6 and unasked inbound traffic are
+// dropped silently instead: an answer to a spoofed source would go to
+// whoever owns that address.
+constexpr const char* kRefuse = "refuse";
+json refuse() {
+    return jump(kRefuse);
+}
 
 json established_or_related() {
     return match("in", ct_state(), json::array({"established", "related"}));
@@ -155,9 +164,17 @@ void append_definitions(json& batch, const EgressPolicy& policy) {
     batch.push_back(base_chain("input", "filter", "input", 0));
     batch.push_back(base_chain("forward", "filter", "forward", 0));
     batch.push_back(base_chain("postrouting", "nat", "postrouting", 100));  // srcnat
-    for (const char* chain : {"sandbox_to_host", "from_sandbox", "to_sandbox"}) {
+    for (const char* chain : {"sandbox_to_host", "from_sandbox", "to_sandbox", kRefuse}) {
         batch.push_back(regular_chain(chain));
     }
+    // TCP gets a reset (RFC 9293 §3.10.7.1: ECONNREFUSED, and an open
+    // connection that a narrowed allow list ends is reset, not left to
+    // retransmit); anything else ICMP destination unreachable, code 13
+    // "communication administratively prohibited" (RFC 1812 §5.2.7.1).
+    batch.push_back(
+        rule(kRefuse, "TCP: a reset", {eq(meta("l4proto"), "tcp"), {{"reject", {{"type", "tcp reset"}}}}}));
+    batch.push_back(rule(kRefuse, "else: administratively prohibited",
+                         {{{"reject", {{"type", "icmpx"}, {"expr", "admin-prohibited"}}}}}));
 
     batch.push_back(rule("input", "a sandbox reaches the host",
                          {eq(meta("iifname"), wildcard()), jump("sandbox_to_host")}));
@@ -171,33 +188,35 @@ void append_definitions(json& batch, const EgressPolicy& policy) {
     const char* in = "sandbox_to_host";
     batch.push_back(rule(in, "no IPv6 from sandboxes", {is_ipv6(), drop()}));
     batch.push_back(rule(in, "only its own address (also: not attached)", {not_own_source(), drop()}));
-    batch.push_back(rule(in, "deny-all: not even DNS", {eq(meta("iifname"), set_ref(kDenyAll)), drop()}));
+    batch.push_back(rule(in, "deny-all: not even DNS", {eq(meta("iifname"), set_ref(kDenyAll)), refuse()}));
     batch.push_back(rule(in, "replies to the host's connections", {established_or_related(), accept()}));
     batch.push_back(rule(in, "DNS to its own gateway",
                          {to_own_gateway(), eq(meta("l4proto"), {{"set", json::array({"tcp", "udp"})}}),
                           eq(payload("th", "dport"), 53), accept()}));
     batch.push_back(rule(in, "ping its own gateway",
                          {to_own_gateway(), eq(payload("icmp", "type"), "echo-request"), accept()}));
-    batch.push_back(rule(in, "nothing else on the host", {drop()}));
+    batch.push_back(rule(in, "nothing else on the host", {refuse()}));
 
     // Forwarded from a sandbox: the internet by the uplink, nothing private.
     const char* out = "from_sandbox";
     batch.push_back(rule(out, "no IPv6 from sandboxes", {is_ipv6(), drop()}));
-    batch.push_back(rule(out, "deny-all", {eq(meta("iifname"), set_ref(kDenyAll)), drop()}));
     batch.push_back(rule(out, "only its own address (also: not attached)", {not_own_source(), drop()}));
-    batch.push_back(rule(out, "not to another sandbox", {eq(meta("oifname"), wildcard()), drop()}));
-    batch.push_back(rule(out, "not to the pool", {eq(payload("ip", "daddr"), prefix(policy.pool)), drop()}));
+    batch.push_back(rule(out, "deny-all", {eq(meta("iifname"), set_ref(kDenyAll)), refuse()}));
+    batch.push_back(rule(out, "not to another sandbox", {eq(meta("oifname"), wildcard()), refuse()}));
+    batch.push_back(
+        rule(out, "not to the pool", {eq(payload("ip", "daddr"), prefix(policy.pool)), refuse()}));
     batch.push_back(rule(out, "no private, loopback, link-local, CGNAT, multicast",
-                         {eq(payload("ip", "daddr"), set_ref(kBlocked)), drop()}));
-    batch.push_back(rule(out, "no SMTP", {eq(payload("tcp", "dport"), 25), drop()}));
+                         {eq(payload("ip", "daddr"), set_ref(kBlocked)), refuse()}));
+    batch.push_back(rule(out, "no SMTP", {eq(payload("tcp", "dport"), 25), refuse()}));
     // Before the conntrack accept, so a narrowed list also ends the
     // connections already open to what it no longer names.
-    batch.push_back(rule(out, "allow list: only its own networks",
-                         {eq(meta("iifname"), set_ref(kAllowOnly)),
-                          match("!=", concat(meta("iifname"), payload("ip", "daddr")), set_ref(kAllowed)), drop()}));
+    batch.push_back(
+        rule(out, "allow list: only its own networks",
+             {eq(meta("iifname"), set_ref(kAllowOnly)),
+              match("!=", concat(meta("iifname"), payload("ip", "daddr")), set_ref(kAllowed)), refuse()}));
     batch.push_back(rule(out, "established and related", {established_or_related(), accept()}));
     batch.push_back(rule(out, "the internet, by the uplink", {eq(meta("oifname"), policy.uplink), accept()}));
-    batch.push_back(rule(out, "nowhere else", {drop()}));
+    batch.push_back(rule(out, "nowhere else", {refuse()}));
 
     // Forwarded to a sandbox: replies only; hosted ports come through sbxd.
     batch.push_back(rule("to_sandbox", "replies only", {established_or_related(), accept()}));

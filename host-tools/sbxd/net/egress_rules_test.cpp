@@ -62,6 +62,14 @@ std::string verdict(const json& rule) {
     return last.begin().key();
 }
 
+// A rule that denies: silently (drop) or out loud (a jump to "refuse").
+bool refuses(const json& rule) {
+    return rule["expr"].back() == json{{"jump", {{"target", "refuse"}}}};
+}
+bool denies(const json& rule) {
+    return verdict(rule) == "drop" || refuses(rule);
+}
+
 }  // namespace
 
 TEST_CASE("the table is replaced in one batch: add, delete, add, then its contents") {
@@ -159,32 +167,60 @@ TEST_CASE("traffic from a sandbox: every drop before the one accept out the upli
     for (auto it = rules.begin(); it != rules.end(); ++it) {
         CAPTURE(dump(*it));
         if (it < uplink) {
-            CHECK((verdict(*it) == "drop" || mentions(*it, "established")));
+            CHECK((denies(*it) || mentions(*it, "established")));
         }
     }
-    CHECK(verdict(rules.back()) == "drop");
+    CHECK(refuses(rules.back()));
     CHECK(rules.back()["expr"].size() == 1);  // unconditional
-    auto has = [&](std::string_view text) {
+    auto drops = [&](std::string_view text) {
         return std::any_of(rules.begin(), uplink,
                            [&](const json& r) { return verdict(r) == "drop" && mentions(r, text); });
     };
-    CHECK(has("\"ipv6\""));
-    CHECK(has("@deny_all"));
-    CHECK(has("@sources"));
-    CHECK(has("@blocked_ipv4"));
-    CHECK(has("\"10.231.0.0\""));  // the pool: other sandboxes by address
-    CHECK(has("\"oifname\""));     // other sandboxes by interface
+    auto refused = [&](std::string_view text) {
+        return std::any_of(rules.begin(), uplink,
+                           [&](const json& r) { return refuses(r) && mentions(r, text); });
+    };
+    // Silent: IPv6 and spoofed sources (an answer would go to the address's owner).
+    CHECK(drops("\"ipv6\""));
+    CHECK(drops("@sources"));
+    // Out loud: what the policy denies.
+    CHECK(refused("@deny_all"));
+    CHECK(refused("@blocked_ipv4"));
+    CHECK(refused("\"10.231.0.0\""));  // the pool: other sandboxes by address
+    CHECK(refused("\"oifname\""));     // other sandboxes by interface
     const json smtp = json::parse(
         R"({"match":{"op":"==","left":{"payload":{"protocol":"tcp","field":"dport"}},"right":25}})");
     CHECK(std::any_of(rules.begin(), uplink,
-                      [&](const json& r) { return r["expr"][0] == smtp && verdict(r) == "drop"; }));
+                      [&](const json& r) { return r["expr"][0] == smtp && refuses(r); }));
+    // The source check comes before any rule that answers.
+    auto source =
+        std::find_if(rules.begin(), rules.end(), [](const json& r) { return mentions(r, "@sources"); });
+    auto first_refusal = std::find_if(rules.begin(), rules.end(), refuses);
+    CHECK(source < first_refusal);
+}
+
+TEST_CASE("a refusal: a TCP reset, else ICMP administratively prohibited") {
+    json batch = table_batch(policy(), {});
+    bool defined = false;
+    for (const auto& cmd : batch["nftables"]) {
+        defined =
+            defined || (cmd.contains("add") && cmd["add"].contains("chain") &&
+                        cmd["add"]["chain"]["name"] == "refuse" && !cmd["add"]["chain"].contains("hook"));
+    }
+    CHECK(defined);
+    auto rules = rules_of(batch, "refuse");
+    REQUIRE(rules.size() == 2);
+    CHECK(rules[0]["expr"] ==
+          json::parse(R"([{"match":{"op":"==","left":{"meta":{"key":"l4proto"}},"right":"tcp"}},
+                                               {"reject":{"type":"tcp reset"}}])"));
+    CHECK(rules[1]["expr"] == json::parse(R"([{"reject":{"type":"icmpx","expr":"admin-prohibited"}}])"));
 }
 
 TEST_CASE("to the host, only DNS and ping to the sandbox's own gateway") {
     json batch = table_batch(policy(), {});
     auto rules = rules_of(batch, "sandbox_to_host");
     REQUIRE_FALSE(rules.empty());
-    CHECK(verdict(rules.back()) == "drop");
+    CHECK(refuses(rules.back()));
     CHECK(rules.back()["expr"].size() == 1);
     int accepts = 0;
     for (const auto& r : rules) {
@@ -244,9 +280,9 @@ TEST_CASE("adding and removing a member are element changes that hold either way
                                                          "delete allow_only", "add sources", "add gateways"});
 
     json add_denied = add_member_batch(member(3, Egress::deny_all()));
-    CHECK(element_shape(add_denied) ==
-          std::vector<std::string>{"add deny_all", "add allow_only", "delete allow_only", "add sources",
-                                   "add gateways"});
+    CHECK(element_shape(add_denied) == std::vector<std::string>{"add deny_all", "add allow_only",
+                                                                "delete allow_only", "add sources",
+                                                                "add gateways"});
     CHECK(add_denied["nftables"][0]["add"]["element"]["elem"] == json::array({"sbx3"}));
 
     json remove = remove_member_batch(member(3));
@@ -295,7 +331,7 @@ TEST_CASE("an allow list: its networks by tap in an interval set, then the membe
     auto it = std::find_if(out.begin(), out.end(), [](const json& r) { return mentions(r, "@allow_only"); });
     REQUIRE(it != out.end());
     CHECK(mentions(*it, "@allowed"));
-    CHECK(verdict(*it) == "drop");
+    CHECK(refuses(*it));
     auto established =
         std::find_if(out.begin(), out.end(), [](const json& r) { return mentions(r, "established"); });
     CHECK(it < established);  // a narrowed list ends open connections too

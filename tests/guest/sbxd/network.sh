@@ -102,6 +102,10 @@ check "network: the guest does not reach a private address" no "$(nw_fetch "$nw"
 check "network: (control) level 1 reaches port 25" "smtp ok" \
   "$(l1_fetch "http://$inet_public:25/")"
 check "network: the guest does not reach TCP port 25" no "$(nw_fetch "$nw" "http://$inet_public:25/")"
+# A refusal comes back at once (a TCP reset: curl's 7, "couldn't
+# connect"), not as a wait until curl gives up (28).
+check "network: a denied connection is refused at once, not left to time out" 7 \
+  "$(nw_guest "$nw" "curl -sS --max-time 8 -o /dev/null http://$inet_private/; echo \$?")"
 check "network: (control) the upstream answers rebind.test with a private address" "$inet_private" \
   "$(busybox nslookup rebind.test "$inet_public" 2>/dev/null | awk '/^Address/ { a = $NF } END { print a }')"
 check "network: the gateway gives no private answer for a public name" "" \
@@ -135,6 +139,8 @@ check "network: sbx egress deny-all" deny-all "$(py "b['egress']" 2>/dev/null)"
 check "network: deny-all: the guest does not reach the public server" no "$(nw_fetch "$nw" "http://$inet_public/")"
 check "network: deny-all: not even DNS" "" \
   "$(nw_guest "$nw" "getent ahostsv4 public.test | awk '{ print \$1; exit }'")"
+check "network: deny-all: refused at once" 7 \
+  "$(nw_guest "$nw" "curl -sS --max-time 8 -o /dev/null http://$inet_public/; echo \$?")"
 api POST "/v1/sandboxes/$nw/egress" "{\"egressAllow\":[\"203.0.113.0/24\"]}"
 check "network: an allow list that does not name the server" "200 allow-list 203.0.113.0/24" \
   "$code $(py "b['sandbox']['egress'], ','.join(b['sandbox']['egressAllow'])" 2>/dev/null | tr -d "(),'")"

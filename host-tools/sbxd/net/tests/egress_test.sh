@@ -83,6 +83,16 @@ quiet() { "$@" >/dev/null 2>&1; }
 fetch() { on "$1" curl -sS --noproxy '*' --connect-timeout 1 --max-time 3 "$2" 2>/dev/null || true; }
 answers() { [ "$(fetch "$1" "$2")" = "$3" ]; }
 refused() { [ -z "$(fetch "$1" "$2")" ]; }
+# fetch_error NS URL: curl's exit code: 7 when something answered the
+# connection with a refusal (a TCP reset or an ICMP error), 28 when nothing
+# came back within 1 s. rejected: refused out loud; silent: dropped.
+fetch_error() {
+    local rc=0
+    on "$1" curl -sS --noproxy '*' --connect-timeout 1 --max-time 3 -o /dev/null "$2" 2>/dev/null || rc=$?
+    echo "$rc"
+}
+rejected() { [ "$(fetch_error "$1" "$2")" = 7 ]; }
+silent() { [ "$(fetch_error "$1" "$2")" = 28 ]; }
 # resolve NS SERVER NAME [tcp]: the IPv4 addresses glibc's resolver gets
 # from SERVER (a resolv.conf of its own, bound in a private mount namespace).
 resolve() {
@@ -232,6 +242,12 @@ behaviour() {
     check "G does not reach the host on another sandbox's gateway" refused "$G" http://10.231.0.5:8080/hello
     check "the host reaches a sandbox (the port proxy's way)" answers "$H" http://10.231.0.6:8080/hello sandbox2
     check "the internet does not reach a sandbox" refused "$I" http://10.231.0.2:8080/hello
+    # What the policy denies is refused at once; unasked inbound is dropped.
+    check "a denied connection out is refused at once (a TCP reset)" rejected "$G" http://10.99.0.10/hello
+    check "so is one to the host" rejected "$G" http://203.0.113.1:8080/hello
+    check "a denied datagram gets ICMP administratively prohibited" \
+        on "$G" python3 "$netcheck" udp-refused 10.99.0.10 9999
+    check "the internet's connection to a sandbox gets no answer" silent "$I" http://10.231.0.2:8080/hello
     check "G pings its gateway" on "$G" python3 "$netcheck" ping 10.231.0.1
     check_not "G does not ping the host's uplink address" on "$G" python3 "$netcheck" ping 203.0.113.1
     check "public.test resolves through the gateway (UDP)" until_ok 30 resolves "$G" 10.231.0.1 public.test
@@ -254,6 +270,7 @@ send egress 0 deny-all
 check "deny-all" replied "ok egress=deny-all"
 check "deny-all: G does not reach the internet" refused "$G" http://198.51.100.10/hello
 check_not "deny-all: not even DNS" resolves "$G" 10.231.0.1 public.test
+check "deny-all: DNS is refused at once" on "$G" python3 "$netcheck" udp-refused 10.231.0.1 53
 check "deny-all is G's alone" answers "$G2" http://198.51.100.10/hello internet
 send egress 0 internet
 check "back to the internet" answers "$G" http://198.51.100.10/hello internet
@@ -284,6 +301,7 @@ send detach 1
 check "detach" replied "ok detached"
 check_not "the gateway address is gone from sbx1" has_address sbx1 10.231.0.5/30
 check "after detach, G2 does not reach the internet" refused "$G2" http://198.51.100.10/hello
+check "... and gets no answer (not attached: dropped, not refused)" silent "$G2" http://198.51.100.10/hello
 udp_from "$G2" 10.231.0.6 "detached"
 udp_from "$G" 10.231.0.2 "after-detach"
 until_ok 20 arrived "after-detach" || true

@@ -4,7 +4,10 @@
   netcheck.py udp-listen ADDR PORT OUT   log "SOURCE PAYLOAD" per datagram to OUT, for 300 s at most
   netcheck.py udp-send SRC DST PORT TEXT one datagram from SRC (an address of this namespace)
   netcheck.py ping DST                   one ICMP echo (RFC 792), 1 s for the reply; exit 0 on a reply
+  netcheck.py udp-refused DST PORT       one datagram on a connected socket; exit 0 when an ICMP
+                                         error comes back within 1 s (EHOSTUNREACH, ECONNREFUSED)
 """
+import errno
 import os
 import socket
 import struct
@@ -62,6 +65,25 @@ def ping(dst):
     return 1
 
 
+def udp_refused(dst, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect((dst, int(port)))
+    s.settimeout(1.0)
+    try:
+        s.send(b"sbxd-egress-test")
+        s.recv(2048)
+    except socket.timeout:
+        print("no answer within 1 s")
+        return 1
+    except OSError as e:
+        if e.errno in (errno.EHOSTUNREACH, errno.ECONNREFUSED):
+            print(errno.errorcode[e.errno])
+            return 0
+        raise
+    print("answered")
+    return 1
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "udp-listen":
@@ -70,6 +92,8 @@ def main():
         udp_send(*args)
     elif cmd == "ping":
         sys.exit(ping(*args))
+    elif cmd == "udp-refused":
+        sys.exit(udp_refused(*args))
     else:
         sys.exit(f"unknown command {cmd}")
 
