@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 OUTPUT_KEEP = 4 << 20  # bytes of output kept per run (head and tail)
 
@@ -56,10 +57,13 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
-                stop_at: str | None = None, env: dict[str, str] | None = None) -> WatchedRun:
+                stop_at: str | None = None, env: dict[str, str] | None = None,
+                on_marker: Callable[[str], None] | None = None) -> WatchedRun:
     """Runs argv (stdin /dev/null, its own process group, `env` added to
     this environment) until it exits or `timeout` seconds pass; with
-    `stop_at`, stops it once that marker appeared."""
+    `stop_at`, stops it once that marker appeared. `on_marker(name)` is
+    called when a marker first appears, in the reading loop: it must not
+    block (start a thread for anything that waits on the guest)."""
     run = WatchedRun()
     start = time.monotonic()
     try:
@@ -92,6 +96,8 @@ def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
             for name, marker in markers.items():
                 if name not in run.marker_s and marker in window:
                     run.marker_s[name] = now
+                    if on_marker is not None:
+                        on_marker(name)
             searched_from = len(buffer)
             if stop_at is not None and stop_at in run.marker_s:
                 run.stopped_at_marker = True

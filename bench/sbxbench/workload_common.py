@@ -1,7 +1,8 @@
 """What the snapshot workloads (restore, snapshot, fork) and exec share:
 their options, the results' `vmms` entries (one per measured path, n/a
 ones with the reason), the rotating rounds of boot's workload, and the
-origin guests' set-up.
+origin guests' set-up. blk and vsock (workload_virtio) use the entries,
+the rounds and the statuses too.
 
 A "path" is one way of doing the workload, a VMM of its own in the results:
 e.g. restore's `sbx` (eager), `sbx-lazy`, `sbx-private` and `qemu`. The
@@ -16,7 +17,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from .snapshot_commands import EXTRA_MIB, GUEST_CID, SNAPSHOT_CMDLINE, Guest, not_applicable
 from .snapshot_origin import ORIGINS, Setup
@@ -65,26 +66,33 @@ def entry(spec: VmmSpec, name: str, label: str, *, status: str = "ok", reason: s
 
 def plan_paths(specs: list[VmmSpec], paths_of: Callable[[VmmSpec], list[PathSpec]], *,
                unusable: Callable[[VmmSpec], str | None], log: Callable[[str], None],
-               unsupported: Callable[[VmmSpec], str | None] = not_applicable
+               unsupported: Callable[[VmmSpec], str | None] = not_applicable,
+               path_kinds: Collection[str] = tuple(ORIGINS),
+               path_problem: Callable[[VmmSpec, PathSpec], str | None] | None = None
                ) -> tuple[list[dict], dict[str, list[PathSpec]]]:
-    """The `vmms` entries of every VMM's paths, in --vmm order; the ones
-    that cannot run (`unsupported`: the workload's reason, `unusable`: the
-    binary's) are n/a with the reason (also in notes). Returns the entries
-    and {VMM name: its runnable paths}."""
+    """The `vmms` entries of every VMM's paths, in --vmm order (paths_of
+    for the kinds in `path_kinds`, the others one path named as the VMM);
+    the ones that cannot run (`unsupported`: the workload's reason,
+    `unusable`: the binary's, `path_problem`: one path's) are n/a with the
+    reason (also in notes). Returns the entries and {VMM name: its
+    runnable paths}; a VMM none of whose paths can run is not in it."""
     vmms: list[dict] = []
     runnable: dict[str, list[PathSpec]] = {}
     for spec in specs:
         reason = unsupported(spec) or unusable(spec)
-        paths = paths_of(spec) if spec.kind in ORIGINS else []
+        paths = paths_of(spec) if spec.kind in path_kinds else []
         if not paths:
             paths = [PathSpec(spec.name, spec.label, "")]
         for p in paths:
-            vmms.append(entry(spec, p.name, p.label, status="n/a" if reason else "ok", reason=reason,
-                              notes=[reason] if reason else []))
+            why = reason or (path_problem(spec, p) if path_problem else None)
+            vmms.append(entry(spec, p.name, p.label, status="n/a" if why else "ok", reason=why,
+                              notes=[why] if why else []))
+            if why and not reason:
+                log(f"{p.name}: n/a ({why})")
+            elif not why:
+                runnable.setdefault(spec.name, []).append(p)
         if reason:
             log(f"{spec.name}: n/a ({reason})")
-        else:
-            runnable[spec.name] = paths
     return vmms, runnable
 
 
