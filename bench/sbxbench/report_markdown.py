@@ -66,12 +66,12 @@ def ratio_table(doc: dict) -> list[str]:
     base = labels.get(BASELINE, BASELINE)
     several = len({r["baseline"] for r in doc["ratios"]}) > 1
     if several:
-        lines = [f"Ratio of medians, VMM / baseline (> 1: slower than the baseline for times); "
-                 f"{conf:.0%} CI by resampling both sides.", "",
+        lines = [f"Ratio of medians, VMM / baseline (> 1: slower than the baseline for times, faster for "
+                 f"MB/s and IOPS); {conf:.0%} CI by resampling both sides.", "",
                  f"| VMM | baseline | figure | ratio [{conf:.0%} CI] | n / n baseline |", "|---|---|---|---|---|"]
     else:
-        lines = [f"Ratio of medians, VMM / {base} (> 1: slower than {base} for times); "
-                 f"{conf:.0%} CI by resampling both sides.", "",
+        lines = [f"Ratio of medians, VMM / {base} (> 1: slower than {base} for times, faster for MB/s and "
+                 f"IOPS); {conf:.0%} CI by resampling both sides.", "",
                  f"| VMM | figure | ratio [{conf:.0%} CI] | n / n {base} |", "|---|---|---|---|"]
     for r in doc["ratios"]:
         value = "—" if r["ratio"] is None else f"**{r['ratio']:.2f}x**"

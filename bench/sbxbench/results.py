@@ -39,11 +39,18 @@ def _figure_order(figures: list[dict], samples: dict[str, dict[str, list[float]]
     return list(dict.fromkeys(order))
 
 
+def own_baselines(doc: dict) -> dict[str, str]:
+    """{VMM name: the baseline of its main ratio}: its entry's `baseline`
+    (blk's qcow2 paths: sbx-qcow2, whose own is sbx), else the analysis's (sbx)."""
+    return {v["name"]: v.get("baseline") or doc["analysis"]["baseline"] for v in doc["vmms"]}
+
+
 def compute_statistics(doc: dict) -> tuple[list[dict], list[dict]]:
     """The `statistics` and `ratios` arrays of a result from its runs and
     `analysis` settings (resamples, confidence, seed). Ratios: every VMM to
-    the baseline (sbx), and every VMM of another kind to each of
-    `extra_baselines` (other sbx-vmm paths: restore's sbx-lazy, ...)."""
+    its baseline (own_baselines: sbx unless its entry names another), and
+    every VMM of another kind to each of `extra_baselines` (other sbx-vmm
+    paths: restore's sbx-lazy, ...)."""
     analysis = doc["analysis"]
     kw = {"resamples": analysis["bootstrap_resamples"], "confidence": analysis["confidence"],
           "seed": analysis["seed"]}
@@ -61,19 +68,20 @@ def compute_statistics(doc: dict) -> tuple[list[dict], list[dict]]:
             summary = stats.summarize(values, label=f"median:{name}:{fid}", **kw)
             rows.append({"vmm": name, "figure": fid, "unit": units.get(fid, "ms"), **summary.as_dict()})
     kinds = {v["name"]: v["kind"] for v in doc["vmms"]}
-    for base_name in [BASELINE, *analysis.get("extra_baselines", [])]:
+    own = own_baselines(doc)
+    pairs = [(name, own[name]) for name in names if name != own[name]]
+    pairs += [(name, base_name) for base_name in analysis.get("extra_baselines", []) for name in names
+              if name != base_name and kinds.get(name) != kinds.get(base_name)]
+    for name, base_name in pairs:
         baseline = samples.get(base_name, {})
-        for name in names:
-            if name == base_name or (base_name != BASELINE and kinds.get(name) == kinds.get(base_name)):
+        for fid in order:
+            mine, base = samples.get(name, {}).get(fid), baseline.get(fid)
+            if not mine or not base:
                 continue
-            for fid in order:
-                mine, base = samples.get(name, {}).get(fid), baseline.get(fid)
-                if not mine or not base:
-                    continue
-                # The main baseline keeps the labels (and so the draws) of files made before extra baselines.
-                label = f"ratio:{name}:{fid}" if base_name == BASELINE else f"ratio:{name}/{base_name}:{fid}"
-                r = stats.ratio_of_medians(mine, base, label=label, **kw)
-                ratios.append({"vmm": name, "baseline": base_name, "figure": fid, **r.as_dict()})
+            # The main baseline keeps the labels (and so the draws) of files made before extra baselines.
+            label = f"ratio:{name}:{fid}" if base_name == BASELINE else f"ratio:{name}/{base_name}:{fid}"
+            r = stats.ratio_of_medians(mine, base, label=label, **kw)
+            ratios.append({"vmm": name, "baseline": base_name, "figure": fid, **r.as_dict()})
     return rows, ratios
 
 
@@ -141,9 +149,11 @@ def _num(value) -> str:
 def csv_rows(doc: dict) -> list[dict]:
     """One row per VMM x figure. A VMM that is n/a or failed gets one row per
     figure too, with its status and reason and no numbers: never dropped.
-    The ratio columns are to the main baseline (sbx) only."""
+    The ratio columns are to the VMM's own baseline only (own_baselines:
+    sbx, or its entry's `baseline`)."""
     stats_by = {(s["vmm"], s["figure"]): s for s in doc["statistics"]}
-    ratio_by = {(r["vmm"], r["figure"]): r for r in doc["ratios"] if r["baseline"] == doc["analysis"]["baseline"]}
+    own = own_baselines(doc)
+    ratio_by = {(r["vmm"], r["figure"]): r for r in doc["ratios"] if r["baseline"] == own.get(r["vmm"])}
     figure_ids = list(dict.fromkeys([f["id"] for f in doc["figures"]] + [s["figure"] for s in doc["statistics"]]))
     units = {f["id"]: f["unit"] for f in doc["figures"]}
     rows = []
