@@ -131,6 +131,31 @@ def grouped_bars_with_ci(plt, path: Path, *, groups: list[str], series: list[tup
     """Per group (x), one bar per series: a statistic's median with its CI
     (None: no bar). With `log_scale`, a log scale when the medians span over 20x."""
     fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(groups) + 3.5), 4.8))
+    _grouped_bars(ax, groups=groups, series=series, title=title, ylabel=ylabel, log_scale=log_scale)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def grouped_bar_panels(plt, path: Path, *, groups: list[str],
+                       panels: list[tuple[str, str, list[tuple[str, list[dict | None]]]]], title: str) -> None:
+    """Side by side, one panel per (panel title, y label, series) over the
+    same groups: grouped_bars_with_ci's bars, for figures of different units."""
+    widths = [max(4.0, len(groups) * max(1.3, 0.7 * len(series)) + 1.5) for _, _, series in panels]
+    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths) + 1.0, 5.2), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, (name, ylabel, series) in zip(axes[0], panels):
+        _grouped_bars(ax, groups=groups, series=series, title=name, ylabel=ylabel)
+        ax.legend(fontsize=7, loc="lower left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _grouped_bars(ax, *, groups: list[str], series: list[tuple[str, list[dict | None]]], title: str,
+                  ylabel: str, log_scale: bool = False) -> None:
     width = 0.8 / max(1, len(series))
     values = [s["median"] for _, stats in series for s in stats if s and s["median"] > 0]
     for index, (name, stats) in enumerate(series):
@@ -149,10 +174,6 @@ def grouped_bars_with_ci(plt, path: Path, *, groups: list[str], series: list[tup
     ax.set_xticklabels(_wrapped(groups), fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_grouped(figures: list[str], name: str, title: str, caption: str, log_scale: bool = False) -> Callable:
@@ -256,6 +277,26 @@ def plot_exec_distribution(plt, doc: dict, out_dir: Path, stem: str) -> list[tup
                    "(fresh_round_trip, reused_round_trip) over the measured rounds")]
 
 
+def plot_unit_panels(panels: list[tuple[str, list[str]]], name: str, title: str, caption: str) -> Callable:
+    """Per VMM (or path), the medians of several figures with CIs, a panel
+    per (panel title, figures of one unit): e.g. blk's MB/s beside its IOPS."""
+    def plot(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
+        wanted = [fid for _, figures in panels for fid in figures]
+        vmms = [v for v in _ok_vmms(doc) if any(_stat(doc, v["name"], f) for f in wanted)]
+        if not vmms:
+            return []
+        units = {f["id"]: f["unit"] for f in doc["figures"]}
+        shown = [(panel, f"{units.get(figures[0], '')}, median",
+                  [(fid, [_stat(doc, v["name"], fid) for v in vmms]) for fid in figures])
+                 for panel, figures in panels]
+        path = out_dir / f"{stem}-{name}.png"
+        conf = doc["analysis"]["confidence"]
+        grouped_bar_panels(plt, path, groups=[v["label"] for v in vmms], panels=shown,
+                           title=_title(doc, f"{title} (bars: median, {conf:.0%} bootstrap CI)"))
+        return [(path, caption)]
+    return plot
+
+
 PLOTTERS: dict[str, list[Callable]] = {
     "boot": [plot_boot_breakdown, plot_figure_medians("start_to_init")],
     "restore": [plot_grouped(["to_first_instruction", "to_agent", "to_fully_loaded"], "paths",
@@ -274,6 +315,15 @@ PLOTTERS: dict[str, list[Callable]] = {
                           "Exec: a fresh round trip's parts, a reused one",
                           "Exec: medians of a fresh connection's connect, hello and exec, beside an exec "
                           "on a reused connection", log_scale=True)],
+    "blk": [plot_unit_panels([("sequential, 1 MiB requests", ["seq_write_mb_s", "seq_read_mb_s"]),
+                              ("random 4 KiB reads", ["rand_read_iops"])], "throughput",
+                             "virtio-blk in the guest: O_DIRECT, queue depth 1",
+                             "virtio-blk per VMM and disk format: sequential write and read MB/s (10^6 bytes/s) "
+                             "and 4 KiB random-read IOPS, timed in the guest; whiskers: the median's CI")],
+    "vsock": [plot_grouped(["guest_to_host_mb_s", "host_to_guest_mb_s"], "throughput",
+                           "virtio-vsock each way",
+                           "virtio-vsock per VMM: guest -> host and host -> guest MB/s (10^6 bytes/s), "
+                           "timed on the host; whiskers: the median's CI")],
     # "density": [plot_density_curve]: when that workload exists.
 }
 
