@@ -10,13 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-from . import (machine_facts, results, schema_check, stats, workload_exec, workload_fork, workload_restore,
-               workload_snapshot)
+from . import (machine_facts, results, schema_check, stats, workload_blk, workload_exec, workload_fork,
+               workload_restore, workload_snapshot, workload_vsock)
 from .report_markdown import ratio_table, render_report, statistics_table, unavailable_vmms
 from .vmm_commands import DEFAULT_CMDLINE, version_command
 from .vmm_spec import DEFAULT_VMMS, VmmListError, parse_vmm_list, unusable_reason
 from .workload_boot import BREAKDOWNS, WORKLOAD as BOOT, BootOptions, figure_list, run_boot
 from .workload_common import SnapshotOptions
+from .workload_virtio import DEFAULT_MEMORY_MIB as VIRTIO_MEMORY_MIB, DEFAULT_TIMEOUT_S as VIRTIO_TIMEOUT_S
+from .workload_virtio import VirtioOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 # workload -> (its run function, module with FIGURES / figure_list, BREAKDOWNS, EXTRA_BASELINES).
@@ -26,7 +28,14 @@ SNAPSHOT_RUNNERS = {"restore": (workload_restore.run_restore, workload_restore),
                     "fork": (workload_fork.run_fork, workload_fork),
                     "exec": (workload_exec.run_exec, workload_exec)}
 SNAPSHOT_WORKLOADS = tuple(SNAPSHOT_RUNNERS)
-WORKLOADS = (BOOT, *SNAPSHOT_WORKLOADS)
+# A boot per measurement of bench/virtio_guest.sh's initramfs, with a scratch disk or a vsock device.
+VIRTIO_RUNNERS = {"blk": (workload_blk.run_blk, workload_blk), "vsock": (workload_vsock.run_vsock, workload_vsock)}
+VIRTIO_WORKLOADS = tuple(VIRTIO_RUNNERS)
+WORKLOADS = (BOOT, *SNAPSHOT_WORKLOADS, *VIRTIO_WORKLOADS)
+# Options of one workload only: name -> (workloads, default).
+WORKLOAD_OPTIONS = {"blk_mib": (("blk",), 128), "rand_seconds": (("blk",), 10), "disk_mib": (("blk",), 256),
+                    "formats": (("blk",), ("raw",)), "qemu_cache": (("blk",), "auto"),
+                    "vsock_mib": (("vsock",), 64)}
 # FILL_MIB when --fill-mib is not given: bench/snapshot's 1024; a fork's N
 # guests (QEMU's each with its own copy) must fit beside each other; exec
 # measures the agent, not memory.
@@ -57,6 +66,14 @@ def _cpu_list(text: str) -> tuple[int, ...]:
     return cpus
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    formats = tuple(dict.fromkeys(f for f in text.split(",") if f))
+    bad = [f for f in formats if f not in workload_blk.FORMATS]
+    if bad or not formats:
+        raise argparse.ArgumentTypeError(f"{text}: a comma-separated list of {', '.join(workload_blk.FORMATS)}")
+    return formats
+
+
 def _probability(text: str) -> float:
     value = float(text)
     if not 0.0 < value < 1.0:
@@ -81,12 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kernel", help="guest kernel, e.g. \"$(images/build vmlinux)\"")
     run.add_argument("--initrd", help="guest initramfs, e.g. \"$(images/build initramfs)\" (boot) or "
                                       "\"$(images/build minimal)\" (restore, snapshot, fork, exec: needs "
-                                      "sbx-agent)")
+                                      "sbx-agent); blk, vsock: one with bench/virtio_guest.sh as /sbx-run and "
+                                      "the guest tools (bench/virtio makes it)")
     run.add_argument("--cmdline", help="guest kernel command line (default: sbx-vmm's for boot, "
                                        "bench/snapshot's for the others)")
     run.add_argument("--cpus", type=_positive, default=1)
-    run.add_argument("--memory", type=_positive, help="MiB (default: 256 for boot, FILL_MIB + 512 for the others)")
-    run.add_argument("--timeout", type=float, default=120.0, help="seconds per boot (default 120; boot only)")
+    run.add_argument("--memory", type=_positive, help="MiB (default: 256 for boot, blk and vsock, FILL_MIB + 512 "
+                                                      "for the others)")
+    run.add_argument("--timeout", type=float, help="seconds per boot (boot: default 120; blk, vsock: 300)")
     run.add_argument("--fill-mib", type=_non_negative,
                      help="restore, snapshot, fork, exec: MiB of random data the guest writes before the "
                           "save or the execs (default 1024; fork 256; exec 0)")
@@ -97,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--vmm-cpus", type=_cpu_list,
                      help="restore, snapshot, fork, exec: run every VMM process on these CPUs, e.g. 0 "
                           "(bench/snapshot does for fork in the nested harness)")
+    run.add_argument("--blk-mib", type=_positive, help="blk: MiB written and read sequentially (default 128)")
+    run.add_argument("--rand-seconds", type=_positive, help="blk: seconds of 4 KiB random reads (default 10)")
+    run.add_argument("--disk-mib", type=_positive, help="blk: the scratch disk's MiB (default 256)")
+    run.add_argument("--formats", type=_formats,
+                     help="blk: disk formats, comma-separated: raw, qcow2 (a fresh overlay of the raw disk per "
+                          "boot; paths NAME-qcow2) (default raw)")
+    run.add_argument("--qemu-cache", choices=workload_blk.QEMU_CACHES,
+                     help="blk: QEMU's drive cache (default auto: none when the disk's file system takes "
+                          "O_DIRECT, else writeback)")
+    run.add_argument("--vsock-mib", type=_positive, help="vsock: MiB sent each way (default 64)")
     run.add_argument("--bootstrap", type=_non_negative, default=stats.DEFAULT_RESAMPLES,
                      help=f"bootstrap resamples (default {stats.DEFAULT_RESAMPLES}; 0: no intervals)")
     run.add_argument("--seed", type=int, default=stats.DEFAULT_SEED,
@@ -135,12 +164,20 @@ def _usage_error(text: str) -> int:
 def _check_run_args(args: argparse.Namespace) -> str | None:
     """Why these `run` arguments cannot work, or None."""
     snapshot_workload = args.workload in SNAPSHOT_WORKLOADS
-    if snapshot_workload and args.test_generic_sbx:
+    if args.workload != BOOT and args.test_generic_sbx:
         return "--test-generic-sbx is for the boot workload only"
-    if snapshot_workload and args.confinement:
+    if args.workload != BOOT and args.confinement:
         return "--confinement is for the boot workload only"
     if not snapshot_workload and (args.vmm_cpus or args.fill_mib is not None):
         return "--fill-mib and --vmm-cpus are for restore, snapshot, fork and exec"
+    for name, (workloads, _) in WORKLOAD_OPTIONS.items():
+        if getattr(args, name) is not None and args.workload not in workloads:
+            return f"--{name.replace('_', '-')} is for the {' and '.join(workloads)} workload only"
+    if args.workload == "blk" and (args.blk_mib or 128) > (args.disk_mib or 256):
+        return "--blk-mib exceeds the scratch disk's --disk-mib"
+    if args.workload in VIRTIO_WORKLOADS and not (args.kernel and args.initrd):
+        return (f"run {args.workload} needs --kernel and --initrd: the initramfs with bench/virtio_guest.sh as "
+                "/sbx-run and the guest tools (bench/virtio makes it and passes both)")
     if not args.test_generic_sbx and not (args.kernel and args.initrd):
         image = "minimal" if snapshot_workload else "initramfs"
         wrapper = {"boot": "bench/boot", "exec": None}.get(args.workload, "bench/snapshot")
@@ -156,14 +193,15 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
 def _measure_boot(args: argparse.Namespace, specs: list) -> dict:
     cmdline = args.cmdline or DEFAULT_CMDLINE
     memory = args.memory or 256
+    timeout = args.timeout if args.timeout is not None else 120.0
     opts = BootOptions(kernel=args.kernel or "", initrd=args.initrd or "", cmdline=cmdline,
                        cpus=args.cpus, memory_mib=memory, runs=args.runs, warmup=args.warmup,
-                       timeout_s=args.timeout, confinement=args.confinement)
+                       timeout_s=timeout, confinement=args.confinement)
     measured = run_boot(specs, opts, unusable=unusable_reason, log=_log)
     return {**measured, "figures": figure_list(measured["runs"]), "breakdowns": BREAKDOWNS,
             "extra_baselines": [],
             "parameters": {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus, "memory_mib": memory,
-                           "timeout_s": args.timeout, "cmdline": cmdline, "confinement": args.confinement,
+                           "timeout_s": timeout, "cmdline": cmdline, "confinement": args.confinement,
                            "generic_sbx": args.test_generic_sbx}}
 
 
@@ -189,6 +227,33 @@ def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
             "extra_baselines": getattr(module, "EXTRA_BASELINES", []), "parameters": parameters}
 
 
+def _measure_virtio_workload(args: argparse.Namespace, specs: list) -> dict:
+    runner, module = VIRTIO_RUNNERS[args.workload]
+    given = {name: getattr(args, name) if getattr(args, name) is not None else default
+             for name, (workloads, default) in WORKLOAD_OPTIONS.items() if args.workload in workloads}
+    opts = VirtioOptions(kernel=args.kernel, initrd=args.initrd, cpus=args.cpus,
+                         memory_mib=args.memory or VIRTIO_MEMORY_MIB, runs=args.runs, warmup=args.warmup,
+                         timeout_s=args.timeout if args.timeout is not None else VIRTIO_TIMEOUT_S,
+                         **({"cmdline": args.cmdline} if args.cmdline else {}), **given)
+    measured = runner(specs, opts, unusable=unusable_reason, log=_log)
+    parameters = {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus, "memory_mib": opts.memory_mib,
+                  "cmdline": measured["cmdline"], "timeout_s": opts.timeout_s,
+                  **{k: list(v) if isinstance(v, tuple) else v for k, v in given.items()}}
+    if "qemu_cache" in measured:
+        parameters["qemu_cache"] = measured["qemu_cache"]
+    return {"vmms": measured["vmms"], "runs": measured["runs"], "figures": module.figure_list(),
+            "breakdowns": [], "extra_baselines": [], "parameters": parameters}
+
+
+def _version_of(vmm: dict, versions: dict[str, str | None]) -> str | None:
+    """A path's VMM version: its own name's, else the longest VMM name it
+    extends (`sbx@b-qcow2`: sbx@b's), else its kind's."""
+    if vmm["name"] in versions:
+        return versions[vmm["name"]]
+    base = max((n for n in versions if vmm["name"].startswith(n + "-")), key=len, default=vmm["kind"])
+    return versions.get(base)
+
+
 def command_run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         specs = parse_vmm_list(args.vmm, root=ROOT, generic_sbx=args.test_generic_sbx)
@@ -203,12 +268,12 @@ def command_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     _log(f"sbx-bench: {args.workload}, VMMs {', '.join(s.name for s in specs)}, "
          f"{args.warmup} warm-up + {args.runs} rounds")
-    measure = _measure_boot if args.workload == BOOT else _measure_snapshot_workload
+    measure = (_measure_boot if args.workload == BOOT else
+               _measure_virtio_workload if args.workload in VIRTIO_WORKLOADS else _measure_snapshot_workload)
     measured = measure(args, specs)
     versions = {s.name: machine_facts.command_output(version_command(s)) for s in specs}
     for vmm in measured["vmms"]:
-        base = vmm["name"] if vmm["name"] in versions else vmm["kind"]
-        vmm["version"] = versions.get(base)
+        vmm["version"] = _version_of(vmm, versions)
     doc = results.new_result(
         workload=args.workload, parameters=measured["parameters"], figures=measured["figures"],
         breakdowns=measured["breakdowns"], vmms=measured["vmms"], runs=measured["runs"],
