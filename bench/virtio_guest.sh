@@ -2,11 +2,11 @@
 # Guest side of bench/virtio: sbx-bench's blk and vsock workloads, and the
 # earlier bench/virtio_runner.py (/sbx-run; the same for every VMM).
 # Parameters come from /etc/sbx-test.env (if an initramfs made for the
-# earlier runner carries one), then from the kernel command line's sbxbench.KEY=VALUE
-# words (sbx-bench's; the kernel passes dotted words to no one, so they are
-# read from /proc/cmdline): steps (blk, vsock or blk,vsock: the default),
-# blk_mib, rand_s, vsock_bytes. /dev/vda is a raw scratch disk (or a qcow2
-# overlay of one): it is overwritten.
+# earlier runner carries one), then from the kernel command line's
+# sbxbench.KEY=VALUE words (sbx-bench's; the kernel passes dotted words to
+# no one, so they are read from /proc/cmdline): steps (blk, vsock or
+# blk,vsock: the default), blk_mib, rand_s, vsock_bytes. /dev/vda is a raw
+# scratch disk (or a qcow2 overlay of one): it is overwritten.
 #  1. virtio-blk, O_DIRECT, queue depth 1 (sbx-blkbench): sequential write
 #     then read of BLK_MIB MiB in 1 MiB requests, then RAND_SECONDS of
 #     random 4 KiB reads; each prints "SBX-BENCH: blk-... MBps=... iops=...";

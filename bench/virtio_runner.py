@@ -7,9 +7,11 @@ directions, side by side with the ratio sbx/QEMU (above 1: sbx-vmm faster).
 With qcow2 in --formats, every run also boots each VMM on a fresh qcow2
 overlay of the scratch disk (qemu-img create -b DISK -F raw), and the
 qcow2 rows add the ratio of sbx-vmm's qcow2 to its raw numbers.
-Runs wherever /dev/kvm can boot Linux; bench/virtio puts it inside the nested
-harness when the host needs that. The VM plumbing (device flags for either
-VMM, the vsock host side) is tests/guest/vmrun.py's."""
+Runs wherever /dev/kvm can boot Linux, e.g. as the CMD of tests/nested. The
+earlier runner: bench/virtio now runs sbx-bench's blk and vsock workloads
+(rotated rounds, every VMM of --vmm, intervals; docs/benchmarks.md); this
+one remains for its one-boot-does-both table. The VM plumbing (device
+flags for either VMM, the vsock host side) is tests/guest/vmrun.py's."""
 
 import argparse
 import os
