@@ -113,7 +113,10 @@ def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
         except subprocess.TimeoutExpired:  # closed its output but went on running
             run.timed_out = True
             _stop(proc)
-            run.status = proc.wait()
+            try:
+                run.status = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # survives SIGKILL (stuck in the kernel): go on without it
+                run.status = None
         if not (run.timed_out or run.stopped_at_marker):
             run.exit_s = time.monotonic() - start
         # Whatever is still buffered in the pipe belongs to the output.
