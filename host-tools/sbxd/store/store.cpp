@@ -331,7 +331,9 @@ Result<SandboxRecord> Store::get_sandbox(const std::string& id) {
 
 Result<std::vector<SandboxRecord>> Store::list_sandboxes(const SandboxFilter& filter) {
     std::lock_guard lock(mutex_);
-    auto stmt = db_.prepare(fmt::format("SELECT {} FROM sandboxes ORDER BY created_at, id", kSandboxColumns));
+    // In the order they were made: by time, then by rowid (a fork's
+    // children share a millisecond and are inserted in order; ids are random).
+    auto stmt = db_.prepare(fmt::format("SELECT {} FROM sandboxes ORDER BY created_at, rowid", kSandboxColumns));
     if (!stmt) {
         return stmt.error();
     }

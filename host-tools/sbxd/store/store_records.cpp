@@ -103,7 +103,7 @@ Result<std::optional<ApiKeyRecord>> Store::find_api_key(const std::string& hash)
 Result<std::vector<ApiKeyRecord>> Store::list_api_keys() {
     std::lock_guard lock(mutex_);
     return collect<ApiKeyRecord>(
-        db_.prepare("SELECT " SBXD_API_KEY_COLUMNS " FROM api_keys ORDER BY created_at, id"),
+        db_.prepare("SELECT " SBXD_API_KEY_COLUMNS " FROM api_keys ORDER BY created_at, rowid"),  // as made
         read_api_key);
 }
 

@@ -209,6 +209,21 @@ TEST_CASE("list filters by every label given and by any of the states") {
     CHECK(ids({{{"owner", "alice"}}, {SandboxState::Running}}).empty());
 }
 
+TEST_CASE("sandboxes made in the same millisecond list in the order they were made") {
+    testing::TempDir dir{"sbxd-store"};
+    auto store = open_store(dir.db());
+    for (const char* id : {"sbx_c", "sbx_a", "sbx_b"}) {  // a fork's children: random ids, one time
+        REQUIRE(store->create_sandbox(sample(id, 5), std::nullopt).has_value());
+    }
+    auto sandboxes = store->list_sandboxes({});
+    REQUIRE(sandboxes.has_value());
+    std::vector<std::string> listed;
+    for (const auto& s : *sandboxes) {
+        listed.push_back(s.id);
+    }
+    CHECK(listed == std::vector<std::string>{"sbx_c", "sbx_a", "sbx_b"});
+}
+
 TEST_CASE("state changes follow the state machine, set start times and clear the VMM") {
     testing::TempDir dir{"sbxd-store"};
     auto store = open_store(dir.db());
@@ -427,7 +442,8 @@ TEST_CASE("a key's read-only flag and expiry round-trip; an exec keeps the key i
     REQUIRE(store->add_api_key(guest).has_value());
     CHECK(store->find_api_key("hashr").value() == viewer);
     CHECK(store->find_api_key("hashg").value() == guest);
-    CHECK(store->list_api_keys().value() == std::vector<ApiKeyRecord>{guest, viewer});  // by time, then id
+    // by time, then in the order they were made (not by id: "key_g" < "key_r")
+    CHECK(store->list_api_keys().value() == std::vector<ApiKeyRecord>{viewer, guest});
     REQUIRE(store->add_exec("sbx_a", R"(["id"])", 20, std::string("key_g")).has_value());
     REQUIRE(store->add_exec("sbx_a", R"(["ls"])", 21).has_value());
     auto execs = store->list_execs("sbx_a").value();

@@ -140,8 +140,10 @@ class FixtureTest(unittest.TestCase):
         self.assertTrue(all(isinstance(k, sandboxer.ApiKey) and not isinstance(k, sandboxer.NewKey) for k in listed))
         by_id = {k.id: k for k in listed}
         self.assertTrue({host.id, read.id, scoped.id} <= by_id.keys())
-        order = [(str(k.created_at), k.id) for k in listed]
-        self.assertEqual(order, sorted(order))  # oldest first
+        times = [str(k.created_at) for k in listed]
+        self.assertEqual(times, sorted(times))  # oldest first
+        made = [k.id for k in listed if k.id in (host.id, read.id, scoped.id)]
+        self.assertEqual(made, [host.id, read.id, scoped.id])  # in the order they were made
         got = by_id[read.id]
         self.assertEqual((got.name, got.created_at, got.sandbox_id, got.read_only, got.expires_at),
                          (read.name, read.created_at, None, True, read.expires_at))

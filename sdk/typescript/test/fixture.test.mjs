@@ -143,8 +143,10 @@ describe('sbxd guest fixture', { skip }, () => {
       const listed = await unix.keys.list();
       const byId = new Map(listed.map((k) => [k.id, k]));
       assert.ok([host.id, read.id, scoped.id].every((id) => byId.has(id)));
-      const order = listed.map((k) => `${k.createdAt} ${k.id}`);
-      assert.deepEqual(order, [...order].sort(), 'oldest first');
+      const times = listed.map((k) => k.createdAt);
+      assert.deepEqual(times, [...times].sort(), 'oldest first');
+      const made = listed.map((k) => k.id).filter((id) => [host.id, read.id, scoped.id].includes(id));
+      assert.deepEqual(made, [host.id, read.id, scoped.id], 'in the order they were made');
       const { secret: _, ...readInfo } = read;
       assert.deepEqual(byId.get(read.id), readInfo);
       const everything = JSON.stringify(listed);
