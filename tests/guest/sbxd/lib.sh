@@ -9,8 +9,18 @@ vmm_control=$(dirname "${BASH_SOURCE[0]}")/../vmm_control.py
 pf_spin=$(dirname "${BASH_SOURCE[0]}")/../tools/pf_spin.py
 # Each check line also goes to $part_record when session.sh sets it: the
 # part's lines, kept for a later level-1 attempt (session.sh).
-ok() { echo "ok: $*"; [ -z "${part_record:-}" ] || echo "ok: $*" >>"$part_record"; }
+# A check line that comes over 10 s after the one before it says so first
+# (SBXD-SLOW: the steps that make a part long; session.sh resets the clock
+# at each part). $EPOCHREALTIME, so no process per check.
+check_clock=${EPOCHREALTIME/./}
+check_slow() {
+  local t=${EPOCHREALTIME/./} d
+  d=$((t - check_clock)) check_clock=$t
+  [ "$d" -lt 10000000 ] || printf 'SBXD-SLOW: %d.%d s to: %s\n' $((d / 1000000)) $((d / 100000 % 10)) "$1"
+}
+ok() { check_slow "$*"; echo "ok: $*"; [ -z "${part_record:-}" ] || echo "ok: $*" >>"$part_record"; }
 bad() {
+  check_slow "$*"
   echo "FAIL: $*"; failures=$((failures + 1))
   [ -z "${part_record:-}" ] || echo "FAIL: $*" >>"$part_record"
   keep_sandbox_logs

@@ -73,7 +73,7 @@ for part in "${parts[@]}"; do
     continue
   fi
   echo "SBXD-PART: $part"
-  t_part=$(now)
+  t_part=$(now) check_clock=${EPOCHREALTIME/./}
   part_record=$done_dir/.$part.running
   : >"$part_record"
   # shellcheck source=/dev/null
