@@ -9,7 +9,8 @@
 #   /etc/profile.d/sandboxer.sh       the env file reader (as in rootfs)
 #   /etc/hostname                     sandbox
 # The kernel unpacks concatenated archives in order. /init sees the agent
-# and switches to agent mode (images/initramfs/init, images/README.md).
+# and switches to agent mode (images/initramfs/init, images/README.md),
+# printing `SBX-TS: agent_start MS` (the guest's clock) as it starts it.
 #
 # Cache entry: minimal.cpio.gz.
 
