@@ -59,8 +59,11 @@ class ExecFiguresTest(unittest.TestCase):
     def test_not_applicable(self):
         def spec(kind, generic=False):
             return VmmSpec(kind, kind, kind, f"/b/{kind}", generic=generic)
-        self.assertIsNone(workload_exec.not_applicable(spec("sbx")))
-        self.assertIsNone(workload_exec.not_applicable(spec("qemu")))
+        here = __file__  # a path that exists: stands for /dev/vhost-vsock
+        self.assertIsNone(workload_exec.not_applicable(spec("sbx"), vhost_vsock="/no/vhost-vsock"))
+        self.assertIsNone(workload_exec.not_applicable(spec("qemu"), vhost_vsock=here))
+        self.assertEqual(workload_exec.not_applicable(spec("qemu"), vhost_vsock="/no/vhost-vsock"),
+                         "no /no/vhost-vsock on this host (modprobe vhost_vsock): qemu's vsock is vhost-vsock")
         for kind in ("kvmtool", "firecracker", "cloud-hypervisor"):
             self.assertIn("no vsock device", workload_exec.not_applicable(spec(kind)))
         self.assertIn("boot workload only", workload_exec.not_applicable(spec("sbx", generic=True)))

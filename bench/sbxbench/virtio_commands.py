@@ -66,6 +66,15 @@ def hybrid_vsock(kind: str) -> bool:
     return kind in ("sbx", "firecracker")
 
 
+def vhost_vsock_problem(spec: VmmSpec, vhost_vsock: str = VHOST_VSOCK) -> str | None:
+    """Why `spec` can have no vsock device on this host, or None: QEMU's and
+    kvmtool's are vhost-vsock, which needs `vhost_vsock` (sbx-vmm and
+    Firecracker serve the hybrid Unix socket themselves)."""
+    if spec.kind in ("qemu", "kvmtool") and not os.path.exists(vhost_vsock):
+        return f"no {vhost_vsock} on this host (modprobe vhost_vsock): {spec.label}'s vsock is vhost-vsock"
+    return None
+
+
 def kernel_config(kernel: str) -> tuple[str, str] | None:
     """(path, text) of the guest kernel's .config, looked for beside it
     (images/build keeps `config` in the kernel's cache folder; a kernel
@@ -108,9 +117,7 @@ def not_applicable(spec: VmmSpec, *, kernel: str, vsock: bool, vhost_vsock: str 
                     f"pci-legacy) and the guest kernel has no CONFIG_VIRTIO_PCI ({config})")
     if spec.kind == "firecracker" and not is_elf(kernel):
         return "Firecracker boots only an uncompressed ELF vmlinux on x86-64 (bench/virtio --format vmlinux)"
-    if vsock and spec.kind in ("qemu", "kvmtool") and not os.path.exists(vhost_vsock):
-        return f"no {vhost_vsock} on this host (modprobe vhost_vsock): {spec.label}'s vsock is vhost-vsock"
-    return None
+    return vhost_vsock_problem(spec, vhost_vsock) if vsock else None
 
 
 def disk_format_problem(spec: VmmSpec, disk_format: str) -> str | None:

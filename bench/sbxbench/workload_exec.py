@@ -30,6 +30,7 @@ from . import guest_agent as ga
 from . import stats
 from .snapshot_commands import GUEST_CID, QEMU_NOTES
 from .snapshot_origin import ORIGINS
+from .virtio_commands import VHOST_VSOCK, vhost_vsock_problem
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure
 from .workload_common import (PathSpec, figure_dicts, SnapshotOptions, Workspace, fail_paths, finish_statuses,
@@ -57,14 +58,15 @@ def figure_list() -> list[dict]:
     return figure_dicts(FIGURES)
 
 
-def not_applicable(spec: VmmSpec) -> str | None:
-    """Why `spec` cannot run the exec workload, or None."""
+def not_applicable(spec: VmmSpec, vhost_vsock: str = VHOST_VSOCK) -> str | None:
+    """Why `spec` cannot run the exec workload, or None (QEMU: also
+    without `vhost_vsock` on this host)."""
     if spec.generic:
         return "--test-generic-sbx is for the boot workload only"
     if spec.kind not in ORIGINS:
         return (f"the exec workload reaches sbx-agent over vsock under sbx-vmm (its hybrid socket) and "
                 f"QEMU (vhost-vsock) only; sbx-bench gives {spec.label} no vsock device")
-    return None
+    return vhost_vsock_problem(spec, vhost_vsock)
 
 
 def paths_of(spec: VmmSpec) -> list[PathSpec]:
