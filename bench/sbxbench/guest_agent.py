@@ -1,7 +1,7 @@
 """The guest side shared by the snapshot workloads (restore, snapshot, fork)
-and exec: reaching sbx-agent over vsock, filling guest memory, the sbx-vmm
-control socket, VMM processes and their logs. Ported from
-bench/snapshot_runner.py.
+and exec: the agent's token, reaching sbx-agent over vsock, filling guest
+memory, the sbx-vmm control socket, VMM processes and their logs. Ported
+from bench/snapshot_runner.py.
 
 Relies on tests/guest: agent_frames (docs/agent-protocol.md, "Frames"),
 vmm_control.request (docs/vmm-control.md) and vmrun (Machine.argv for the
@@ -33,6 +33,21 @@ VM_SET_UP = r"VM set up in ([0-9.]+) ms"  # vmm/vm.cpp
 LAZY_LOADED = r"fully loaded from the snapshot ([0-9.]+) ms"  # snapshot/lazy_memory.cpp
 
 
+def new_token() -> str:
+    """A fresh agent token (docs/agent-protocol.md, "Session": sbx.token=)."""
+    return os.urandom(16).hex()
+
+
+def token_cmdline(cmdline: str, token: str) -> str:
+    """The kernel command line with the agent's token, as the agent reads it."""
+    return f"{cmdline} sbx.token={token}"
+
+
+def redacted(argv: list[str], token: str | None) -> list[str]:
+    """argv for a results file, the agent's token as `<token>`."""
+    return [a.replace(token, "<token>") for a in argv] if token else list(argv)
+
+
 class Endpoint:
     """The host end of one guest's vsock. sbx-vmm: the hybrid convention on
     its Unix socket (`CONNECT <port>\\n`, answer `OK <port>\\n`, as
@@ -46,6 +61,12 @@ class Endpoint:
 
     def __repr__(self) -> str:
         return f"Endpoint(uds={self.uds!r})" if self.uds else f"Endpoint(cid={self.cid})"
+
+    def describe(self, port: int = AGENT_PORT) -> str:
+        """How the host reaches the guest's `port`, for the results' notes."""
+        if self.uds:
+            return f"its hybrid vsock Unix socket (CONNECT {port}, answered OK)"
+        return f"AF_VSOCK to CID {self.cid} port {port} (vhost-vsock)"
 
     def _connect_once(self, port: int) -> socket.socket:
         if self.cid is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .guest_agent import vmrun
+from .guest_agent import token_cmdline, vmrun
 from .vmm_spec import VmmSpec
 
 # snapshot_runner.py's BASE_CMDLINE (sbx-bench boot's default has `nomodule` too).
@@ -57,7 +57,7 @@ class Guest:
 
     @property
     def full_cmdline(self) -> str:
-        return f"{self.cmdline} sbx.token={self.token}"
+        return token_cmdline(self.cmdline, self.token)
 
     def path(self, name: str) -> str:
         return f"{self.workdir}/{name}"
@@ -107,11 +107,6 @@ def qemu_argv(spec: VmmSpec, guest: Guest, *, console: str, qmp: str, cid: int =
     if incoming:
         argv += ["-incoming", "defer"]
     return argv
-
-
-def redacted(argv: list[str], token: str) -> list[str]:
-    """argv for the results file, without the agent's token."""
-    return [a.replace(token, "<token>") for a in argv]
 
 
 QEMU_NOTES = [

@@ -14,7 +14,8 @@ from typing import Callable
 
 from . import guest_agent as ga
 from . import qmp as qmpmod
-from .snapshot_commands import GUEST_CID, Guest, qemu_argv, redacted, sbx_origin_argv
+from .guest_agent import redacted
+from .snapshot_commands import GUEST_CID, Guest, qemu_argv, sbx_origin_argv
 from .vmm_spec import VmmSpec
 
 BOOT_AGENT_S = 600        # snapshot_runner.py: the origin's agent within 600 s

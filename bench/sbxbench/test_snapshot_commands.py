@@ -6,8 +6,8 @@ import unittest
 from pathlib import Path
 
 from sbxbench import cli, workload_fork, workload_restore, workload_snapshot
-from sbxbench.snapshot_commands import (Guest, not_applicable, qemu_argv, redacted, sbx_origin_argv,
-                                        sbx_restore_argv)
+from sbxbench.guest_agent import redacted
+from sbxbench.snapshot_commands import Guest, not_applicable, qemu_argv, sbx_origin_argv, sbx_restore_argv
 from sbxbench.vmm_spec import parse_vmm_list
 from sbxbench.workload_common import SnapshotOptions, plan_paths
 

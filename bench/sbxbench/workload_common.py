@@ -12,13 +12,13 @@ sbx-vmm paths are extra baselines for the other VMMs (results.py).
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
+from . import guest_agent as ga
 from .snapshot_commands import EXTRA_MIB, GUEST_CID, SNAPSHOT_CMDLINE, Guest, not_applicable
 from .snapshot_origin import ORIGINS, Setup
 from .vmm_spec import VmmSpec
@@ -154,7 +154,7 @@ class Workspace:
 
     def __init__(self, workload: str, opts: SnapshotOptions, log: Callable[[str], None], cid: int = GUEST_CID):
         self.dir = tempfile.mkdtemp(prefix=f"sbx-bench-{workload}.")
-        token = os.urandom(16).hex()
+        token = ga.new_token()
         self.guest = Guest(kernel=opts.kernel, image=opts.image, cpus=opts.cpus,
                            memory_mib=opts.guest_memory_mib, cmdline=opts.cmdline, token=token,
                            workdir=self.dir)

@@ -169,7 +169,7 @@ def run_exec(specs: list[VmmSpec], opts: SnapshotOptions, *, unusable: Callable[
             origins.append(origin)
             measure[path.name] = (lambda o=origin: exec_round(o, opts.execs, log))
             e = next(v for v in vmms if v["name"] == path.name)
-            e["argv"], e["notes"] = origin.public_argv(), _notes(spec, ws, opts)
+            e["argv"], e["notes"] = origin.public_argv(), _notes(spec, ws, opts, origin.agent.endpoint)
         runs = run_rounds(measure, runs=opts.runs, warmup=opts.warmup, log=log, summary=_summary)
         finish_statuses(vmms, runs)
         return {"vmms": vmms, "runs": runs}
@@ -180,10 +180,8 @@ def run_exec(specs: list[VmmSpec], opts: SnapshotOptions, *, unusable: Callable[
             ws.remove()
 
 
-def _notes(spec: VmmSpec, ws: Workspace, opts: SnapshotOptions) -> list[str]:
-    how = ("its hybrid vsock Unix socket (CONNECT 52, answered OK)" if spec.kind == "sbx"
-           else f"AF_VSOCK to CID {ws.setup.cid} port 52 (vhost-vsock)")
-    notes = [f"exec of `true` (argv, no shell) through {how}; per round {opts.execs} execs on a fresh "
+def _notes(spec: VmmSpec, ws: Workspace, opts: SnapshotOptions, endpoint: ga.Endpoint) -> list[str]:
+    notes = [f"exec of `true` (argv, no shell) through {endpoint.describe()}; per round {opts.execs} execs on a fresh "
              f"connection each (connect + hello + exec), then {opts.execs} on one connection",
              "one guest booted once (its agent answered health), paused outside its own rounds; "
              "each round resumes it and waits for one answered health first"]

@@ -25,7 +25,8 @@ from typing import Callable
 
 from . import guest_agent as ga
 from . import qmp as qmpmod
-from .snapshot_commands import FORK_CID_BASE, QEMU_NOTES, qemu_argv, redacted, sbx_restore_argv
+from .guest_agent import redacted
+from .snapshot_commands import FORK_CID_BASE, QEMU_NOTES, qemu_argv, sbx_restore_argv
 from .vmm_spec import VmmSpec
 from .workload_boot import Figure
 from .workload_common import (PathSpec, figure_dicts, SnapshotOptions, Workspace, fail_paths, finish_statuses,
