@@ -15,7 +15,7 @@ from . import (machine_facts, results, schema_check, stats, workload_blk, worklo
 from .report_markdown import ratio_table, render_report, statistics_table, unavailable_vmms
 from .vmm_commands import DEFAULT_CMDLINE, version_command
 from .vmm_spec import DEFAULT_VMMS, VmmListError, parse_vmm_list, unusable_reason
-from .workload_boot import BREAKDOWNS, WORKLOAD as BOOT, BootOptions, figure_list, run_boot
+from .workload_boot import AGENT_BREAKDOWNS, BREAKDOWNS, WORKLOAD as BOOT, BootOptions, figure_list, run_boot
 from .workload_common import SnapshotOptions
 from .workload_virtio import DEFAULT_MEMORY_MIB as VIRTIO_MEMORY_MIB, DEFAULT_TIMEOUT_S as VIRTIO_TIMEOUT_S
 from .workload_virtio import VirtioOptions
@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"of the intervals (default {stats.DEFAULT_CONFIDENCE})")
     run.add_argument("--confinement", action="store_true",
                      help="also sbx-vmm with --seccomp off and jailed (needs root for the jail)")
+    run.add_argument("--agent", action="store_true",
+                     help="boot: the minimal image (--initrd \"$(images/build minimal)\") with a vsock device; "
+                          "also times the agent's first answered health (start_to_agent, init_to_agent); "
+                          "default --out build/bench-boot-agent.json")
     run.add_argument("--outer-machine", type=Path,
                      help="JSON of `sbx-bench machine` taken outside the nested harness")
     run.add_argument("--test-generic-sbx", action="store_true",
@@ -168,6 +172,10 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
         return "--test-generic-sbx is for the boot workload only"
     if args.workload != BOOT and args.confinement:
         return "--confinement is for the boot workload only"
+    if args.workload != BOOT and args.agent:
+        return "--agent is for the boot workload only (restore, snapshot, fork and exec always have the agent)"
+    if args.agent and args.test_generic_sbx:
+        return "--agent needs each VMM's own command line with a vsock device: not with --test-generic-sbx"
     if not snapshot_workload and (args.vmm_cpus or args.fill_mib is not None):
         return "--fill-mib and --vmm-cpus are for restore, snapshot, fork and exec"
     for name, (workloads, _) in WORKLOAD_OPTIONS.items():
@@ -179,7 +187,7 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
         return (f"run {args.workload} needs --kernel and --initrd: the initramfs with bench/virtio_guest.sh as "
                 "/sbx-run and the guest tools (bench/virtio makes it and passes both)")
     if not args.test_generic_sbx and not (args.kernel and args.initrd):
-        image = "minimal" if snapshot_workload else "initramfs"
+        image = "minimal" if snapshot_workload or args.agent else "initramfs"
         wrapper = {"boot": "bench/boot", "exec": None}.get(args.workload, "bench/snapshot")
         return (f"run {args.workload} needs --kernel and --initrd, e.g. --kernel \"$(images/build vmlinux)\" "
                 f"--initrd \"$(images/build {image})\"" + (f" ({wrapper} passes them)" if wrapper else ""))
@@ -196,13 +204,14 @@ def _measure_boot(args: argparse.Namespace, specs: list) -> dict:
     timeout = args.timeout if args.timeout is not None else 120.0
     opts = BootOptions(kernel=args.kernel or "", initrd=args.initrd or "", cmdline=cmdline,
                        cpus=args.cpus, memory_mib=memory, runs=args.runs, warmup=args.warmup,
-                       timeout_s=timeout, confinement=args.confinement)
+                       timeout_s=timeout, confinement=args.confinement, agent=args.agent)
     measured = run_boot(specs, opts, unusable=unusable_reason, log=_log)
-    return {**measured, "figures": figure_list(measured["runs"]), "breakdowns": BREAKDOWNS,
-            "extra_baselines": [],
+    return {"vmms": measured["vmms"], "runs": measured["runs"],
+            "figures": figure_list(measured["runs"], agent=args.agent),
+            "breakdowns": AGENT_BREAKDOWNS if args.agent else BREAKDOWNS, "extra_baselines": [],
             "parameters": {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus, "memory_mib": memory,
-                           "timeout_s": timeout, "cmdline": cmdline, "confinement": args.confinement,
-                           "generic_sbx": args.test_generic_sbx}}
+                           "timeout_s": timeout, "cmdline": measured["cmdline"], "confinement": args.confinement,
+                           "generic_sbx": args.test_generic_sbx, "agent": args.agent}}
 
 
 def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
@@ -262,7 +271,7 @@ def command_run(args: argparse.Namespace, argv: list[str]) -> int:
     problem = _check_run_args(args)
     if problem:
         return _usage_error(problem)
-    out = args.out or ROOT / "build" / f"bench-{args.workload}.json"
+    out = args.out or ROOT / "build" / f"bench-{args.workload}{'-agent' if args.agent else ''}.json"
     csv_path = args.csv or out.with_suffix(".csv")
     outer = json.loads(args.outer_machine.read_text()) if args.outer_machine else None
 

@@ -1,7 +1,8 @@
-"""The guest side shared by the snapshot workloads (restore, snapshot, fork)
-and exec: the agent's token, reaching sbx-agent over vsock, filling guest
-memory, the sbx-vmm control socket, VMM processes and their logs. Ported
-from bench/snapshot_runner.py.
+"""The guest side shared by the snapshot workloads (restore, snapshot, fork),
+exec and boot --agent: the agent's token, reaching sbx-agent over vsock
+(and timing a booting guest's agent: AgentWatch), filling guest memory,
+the sbx-vmm control socket, VMM processes and their logs. Ported from
+bench/snapshot_runner.py.
 
 Relies on tests/guest: agent_frames (docs/agent-protocol.md, "Frames"),
 vmm_control.request (docs/vmm-control.md) and vmrun (Machine.argv for the
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,6 +31,7 @@ import vmrun  # noqa: E402
 
 AGENT_PORT = 52  # docs/agent-protocol.md, "Transport"
 POLL_S = 0.005   # snapshot_runner.py polled health every 5 ms
+STOP_GRACE_S = 30  # AgentWatch: after the guest's reboot request, before SIGKILL
 VM_SET_UP = r"VM set up in ([0-9.]+) ms"  # vmm/vm.cpp
 LAZY_LOADED = r"fully loaded from the snapshot ([0-9.]+) ms"  # snapshot/lazy_memory.cpp
 
@@ -140,12 +143,64 @@ class Agent:
                 time.sleep(poll_s)
         raise TimeoutError(f"the agent never answered within {deadline_s:.0f} s ({_summary(seen)})")
 
-    def reboot(self) -> None:
-        """`reboot` in the guest; the VMM exits (reboot=k; QEMU -no-reboot)."""
+    def reboot(self, force: bool = False) -> None:
+        """`reboot` in the guest (`force`: `reboot -f`, at once, without
+        /init's orderly stop); the VMM exits (reboot=k; QEMU -no-reboot)."""
         try:
-            self.shell("reboot", timeout=60)
+            self.shell("reboot -f" if force else "reboot", timeout=60)
         except (OSError, ConnectionError, RuntimeError):
             pass  # the guest can go down before the exit frame reaches us
+
+
+class AgentWatch:
+    """The agent of a guest that is booting, timed from its VMM's process
+    start (the boot workload's --agent). In a thread of its own, started by
+    process_timing.run_watched's `on_spawn` beside the reader of the VMM's
+    output: `health` every `poll_s` from the start (Agent.wait) until the
+    first answer, at most `deadline_s` after the start; then the guest is
+    stopped: an exec of `reboot -f` (the VMM exits at the guest's reboot),
+    and SIGKILL to the VMM's process group if it still runs `grace_s`
+    later. `answered_s`: seconds from the start to the first answer (None:
+    none, `error` says why); `killed`: the VMM had to be killed."""
+
+    def __init__(self, agent: Agent, deadline_s: float, *, poll_s: float = POLL_S,
+                 grace_s: float = STOP_GRACE_S):
+        self.agent, self.deadline_s, self.poll_s, self.grace_s = agent, deadline_s, poll_s, grace_s
+        self.answered_s: float | None = None
+        self.error: str | None = None
+        self.killed = False
+        self._thread: threading.Thread | None = None
+
+    def on_spawn(self, proc: subprocess.Popen, start: float) -> None:
+        self._thread = threading.Thread(target=self._watch, args=(proc, start), name="agent-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self, proc: subprocess.Popen, start: float) -> None:
+        def alive() -> bool:
+            return proc.poll() is None
+        try:
+            self.agent.wait(max(0.0, self.deadline_s - (time.monotonic() - start)), self.poll_s, alive=alive)
+            self.answered_s = time.monotonic() - start
+        except Exception as e:  # reported as the boot's error, never a crash
+            self.error = str(e) or type(e).__name__
+            return
+        self.agent.reboot(force=True)
+        stop_by = time.monotonic() + self.grace_s
+        while alive() and time.monotonic() < stop_by:
+            time.sleep(0.02)
+        if alive():
+            self.killed = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def join(self, timeout: float = 90) -> bool:
+        """Waits for the thread; False when it is still running."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 def exec_argv(sock: socket.socket, argv: list[str]) -> dict:

@@ -58,12 +58,16 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
                 stop_at: str | None = None, env: dict[str, str] | None = None,
-                on_marker: Callable[[str], None] | None = None) -> WatchedRun:
+                on_marker: Callable[[str], None] | None = None,
+                on_spawn: Callable[[subprocess.Popen, float], None] | None = None) -> WatchedRun:
     """Runs argv (stdin /dev/null, its own process group, `env` added to
     this environment) until it exits or `timeout` seconds pass; with
     `stop_at`, stops it once that marker appeared. `on_marker(name)` is
     called when a marker first appears, in the reading loop: it must not
-    block (start a thread for anything that waits on the guest)."""
+    block (start a thread for anything that waits on the guest).
+    `on_spawn(proc, start)` is called once the process runs, with the
+    time.monotonic() its times count from; it must not block either (the
+    boot workload's agent watch starts its thread there)."""
     run = WatchedRun()
     start = time.monotonic()
     try:
@@ -79,6 +83,8 @@ def run_watched(argv: list[str], *, markers: dict[str, bytes], timeout: float,
     searched_from = 0
     longest = max((len(m) for m in markers.values()), default=1)
     try:
+        if on_spawn is not None:
+            on_spawn(proc, start)
         while True:
             left = timeout - (time.monotonic() - start)
             if left <= 0:

@@ -13,7 +13,8 @@ import unittest
 from pathlib import Path
 
 from sbxbench import schema_check
-from sbxbench.workload_boot import guest_timestamps, rotation, vmm_reported_figures
+from sbxbench.workload_boot import (AGENT_FIGURES, FIGURES, figure_list, guest_timestamps, rotation,
+                                   vmm_reported_figures)
 
 BENCH = Path(__file__).resolve().parents[1]
 
@@ -34,6 +35,34 @@ class BootOutputTest(unittest.TestCase):
     def test_guest_timestamp_hook(self):
         self.assertEqual(guest_timestamps("x\nSBX-TS: kernel_done 812.5\nSBX-TS: Bad 1\n"),
                          {"guest_kernel_done": 812.5})
+
+    def test_init_timestamps(self):
+        # images/initramfs/init's lines as the host reads them (ONLCR: \r\n), kernel lines between.
+        console = ("SBX-BOOTED\r\nSBX-MEM-KB: 243484\r\nSBX-TS: init 612.345\r\n"
+                   "[    0.9] random: crng init done\r\nSBX-AGENT-START: /usr/local/bin/sbx-agent\r\n"
+                   "SBX-TS: agent_start 700.5\r\nSBX-AGENT-EXIT: status 3, restarting\r\n"
+                   "SBX-TS: agent_start 1300\r\nx SBX-TS: init 1\r\nSBX-TS: init 12 ms\r\n")
+        figs = guest_timestamps(console)
+        self.assertEqual(set(figs), {"guest_init", "guest_agent_start", "guest_init_to_agent_start"})
+        self.assertEqual(figs["guest_init"], 612.345)
+        self.assertEqual(figs["guest_agent_start"], 700.5)  # the first start counts, not the restart
+        self.assertAlmostEqual(figs["guest_init_to_agent_start"], 88.155)
+        self.assertEqual(guest_timestamps("SBX-TS: agent_start 5\n"), {"guest_agent_start": 5.0})
+
+    def test_figure_list_names_the_guest_figures(self):
+        runs = [{"figures": {"start_to_init": 1.0, "guest_zeta": 2.0, "guest_init": 3.0,
+                             "guest_agent_start": 4.0, "guest_init_to_agent_start": 1.0}}]
+        ids = [f["id"] for f in figure_list(runs)]
+        self.assertEqual(ids[:len(FIGURES)], [f.id for f in FIGURES])
+        self.assertEqual(ids[len(FIGURES):], ["guest_init", "guest_agent_start", "guest_init_to_agent_start",
+                                              "guest_zeta"])
+        described = {f["id"]: f["description"] for f in figure_list(runs)}
+        self.assertIn("/init's first command", described["guest_init"])
+        self.assertEqual(described["guest_zeta"], "guest-side timestamp (SBX-TS line)")
+        agent_ids = [f["id"] for f in figure_list([], agent=True)]
+        self.assertEqual(agent_ids, [f.id for f in AGENT_FIGURES])
+        self.assertNotIn("start_to_exit", agent_ids)
+        self.assertIn("init_to_agent", agent_ids)
 
 
 class RotationTest(unittest.TestCase):
@@ -82,6 +111,9 @@ class RunBootTest(unittest.TestCase):
         self.assertEqual(stats[("sbx", "vmm_setup")]["median"], 1.25)
         self.assertEqual(stats[("sbx", "kernel_to_init")]["median"], 39.25)
         self.assertIn(("sbx", "guest_init_done"), stats)  # the guest-timestamp hook
+        self.assertFalse(doc["parameters"]["agent"])
+        self.assertIn(("sbx", "start_to_exit"), stats)
+        self.assertNotIn(("sbx", "start_to_agent"), stats)
         self.assertTrue(any(r["vmm"] == "qemu" and r["figure"] == "start_to_init" for r in doc["ratios"]))
         self.assertEqual(doc["machine"]["kvm"]["kind"] in ("hardware", "nested", "pvm", "none", "unknown"),
                          True)

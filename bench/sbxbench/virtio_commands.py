@@ -102,21 +102,23 @@ def lacks_virtio_pci(kernel: str) -> str | None:
     return None if {"CONFIG_VIRTIO_PCI=y", "CONFIG_VIRTIO_PCI=m"} & lines else path
 
 
-def not_applicable(spec: VmmSpec, *, kernel: str, vsock: bool, vhost_vsock: str = VHOST_VSOCK) -> str | None:
-    """Why `spec` cannot run the blk (vsock False) or vsock workload at all, or None."""
+def not_applicable(spec: VmmSpec, *, kernel: str, vsock: bool, vhost_vsock: str = VHOST_VSOCK,
+                   wrapper: str = "bench/virtio") -> str | None:
+    """Why `spec` cannot run the blk (vsock False) or vsock workload at all,
+    or None (also boot --agent's, whose `wrapper` is bench/boot)."""
     if spec.generic:
         return "--test-generic-sbx is for the boot workload only"
     if spec.kind == "cloud-hypervisor":
         return CLOUD_HYPERVISOR
     if spec.kind == "kvmtool":
         if is_elf(kernel):
-            return "kvmtool loads a bzImage only, not an ELF vmlinux (bench/virtio --format bzimage)"
+            return f"kvmtool loads a bzImage only, not an ELF vmlinux ({wrapper} --format bzimage)"
         config = lacks_virtio_pci(kernel)
         if config:
             return ("kvmtool's virtio devices are virtio-pci on x86 (builtin-run.c: --virtio-transport pci or "
                     f"pci-legacy) and the guest kernel has no CONFIG_VIRTIO_PCI ({config})")
     if spec.kind == "firecracker" and not is_elf(kernel):
-        return "Firecracker boots only an uncompressed ELF vmlinux on x86-64 (bench/virtio --format vmlinux)"
+        return f"Firecracker boots only an uncompressed ELF vmlinux on x86-64 ({wrapper} --format vmlinux)"
     return vhost_vsock_problem(spec, vhost_vsock) if vsock else None
 
 

@@ -1,22 +1,30 @@
 #!/usr/bin/python3
 """TEST ONLY: a stand-in for sbx-vmm for the unit tests of sbx-bench's
-restore, snapshot, fork and exec workloads (test_run_snapshot.py,
-test_run_exec.py), run as `--vmm sbx=THIS`. It takes the flags those
-workloads give sbx-vmm and serves what they talk to, without a VM:
+restore, snapshot, fork and exec workloads and of boot --agent
+(test_run_snapshot.py, test_run_exec.py, test_boot_agent.py), run as
+`--vmm sbx=THIS`. It takes the flags those workloads give sbx-vmm and
+serves what they talk to, without a VM:
 
 - the hybrid vsock socket (`--vsock cid=N,uds=PATH`: `CONNECT 52` ->
   `OK ...`) with an agent that answers hello (checking the token of
   `sbx.token=` or of the snapshot), health and exec (exit 0; `reboot`
   ends the process with status 0, as the guest's reboot ends sbx-vmm);
-  the agent listens FAKE_AGENT_DELAY_S (default 0.05) after the start,
-  and not while the guest is paused (a new connection is closed);
+  the agent listens FAKE_AGENT_DELAY_S (default 0.05) after the start
+  (a console boot: and once it printed SBX-AGENT-START), and not while
+  the guest is paused (a new connection is closed);
 - the control socket (docs/vmm-control.md): status, pause, resume,
   snapshot (a small JSON file inside --snapshot-dir, the reply's fields),
   stop;
 - the log lines the workloads read: `VM set up in X ms` and, for a lazy
-  restore, `guest memory fully loaded from the snapshot X ms ...`.
+  restore, `guest memory fully loaded from the snapshot X ms ...`;
+- a boot without --console (boot --agent: the console on stdout): the
+  minimal image's /init lines, SBX-BOOTED and `SBX-TS: init` at once,
+  `SBX-AGENT-START` and `SBX-TS: agent_start` when its agent listens, and
+  sbx-vmm's `guest boot time: X ms`.
 
-FAKE_SBX_FAIL_MODE=MODE makes a restore in that mode exit 1 at once.
+FAKE_SBX_FAIL_MODE=MODE makes a restore in that mode exit 1 at once;
+FAKE_SBX_NO_AGENT=1 makes a console boot the plain initramfs's: the
+markers, then the guest's reboot, no agent.
 """
 
 import argparse
@@ -30,6 +38,7 @@ import time
 
 START = time.monotonic()
 done = threading.Event()
+agent_up = threading.Event()  # a console boot: set once /init "started" the agent
 state = {"paused": False, "status": 0}
 
 
@@ -66,7 +75,8 @@ def agent_session(conn, token, delay):
         if not c:
             return
         line += c
-    if line.strip() != b"CONNECT 52" or time.monotonic() - START < delay or state["paused"]:
+    if (line.strip() != b"CONNECT 52" or time.monotonic() - START < delay or state["paused"]
+            or not agent_up.is_set()):
         return  # nothing listens on that port (yet), or no vCPU runs: the connection closes
     conn.sendall(b"OK 1073741824\n")
     hello = recv(conn)
@@ -153,6 +163,30 @@ def snapshot(request, args, token):
             "working_set_bytes": (4 << 20) if window else 0, "pause_ms": 1.5, "write_ms": 20.25}
 
 
+def console(text):
+    sys.stdout.write(text + "\r\n")  # the guest's tty: ONLCR
+    sys.stdout.flush()
+
+
+def console_boot(delay):
+    """The console of a boot of the minimal image, on stdout; its agent
+    answers `delay` s after the start (agent_session)."""
+    time.sleep(0.01)
+    log("guest boot time: 40.500 ms")
+    for line in ("SBX-BOOTED", "SBX-UNAME: Linux (none) 6.12.0-fake", "SBX-NPROC: 1", "SBX-MEM-KB: 243484",
+                 "SBX-TS: init 81.25"):
+        console(line)
+    if os.environ.get("FAKE_SBX_NO_AGENT") == "1":
+        console("SBX-HALT: reboot")
+        done.set()
+        return
+    time.sleep(max(0.0, delay - (time.monotonic() - START)))
+    console("SBX-AGENT-START: /usr/local/bin/sbx-agent")
+    console("SBX-TS: agent_start 92.5")
+    console("SBX-TS: agent_start 99.0")  # a restart's: the first counts
+    agent_up.set()  # after SBX-BOOTED, as in the guest
+
+
 def main():
     if "--version" in sys.argv:
         print("sbx-vmm 0.0.0-fake")
@@ -185,6 +219,10 @@ def main():
     uds = dict(part.split("=", 1) for part in args.vsock.split(","))["uds"]
     delay = float(os.environ.get("FAKE_AGENT_DELAY_S", "0.05"))
     serve(uds, lambda conn: agent_session(conn, token, delay))
+    if not mode and not args.console:
+        console_boot(delay)
+    else:
+        agent_up.set()
     if args.control:
         serve(args.control, lambda conn: control_session(conn, args, token))
     done.wait()
