@@ -86,9 +86,13 @@ def _breakdown_for(doc: dict, vmm: str) -> list[str] | None:
     return None
 
 
+AGENT_SEGMENTS = ("init_to_agent", "start_to_agent")  # boot --agent's last segments
+
+
 def plot_boot_breakdown(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
     """Stacked bars per VMM: the medians of the finest breakdown it reports
-    (sbx-vmm: VM set-up, kernel to init, init to console, init to exit)."""
+    (sbx-vmm: VM set-up, kernel to init, init to console, then init to
+    exit, or with --agent init to the agent's first answer)."""
     labels, per_vmm = [], []
     for vmm in _ok_vmms(doc):
         segments = _breakdown_for(doc, vmm["name"])
@@ -97,14 +101,17 @@ def plot_boot_breakdown(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[
             per_vmm.append({fid: _stat(doc, vmm["name"], fid)["median"] for fid in segments})
     if not labels:
         return []
-    # Segments in time order: a breakdown's last segment (init_to_exit) goes on top of all.
+    # Segments in time order: a breakdown's last segment (init_to_exit, init_to_agent) goes on top of all.
     lasts = {list(d)[-1] for d in per_vmm}
     order = list(dict.fromkeys([fid for d in per_vmm for fid in d if fid not in lasts] + sorted(lasts)))
     segments = [(fid, [d.get(fid, 0.0) for d in per_vmm]) for fid in order]
     path = out_dir / f"{stem}-breakdown.png"
+    to_agent = bool(lasts & set(AGENT_SEGMENTS))
     stacked_bars(plt, path, labels=labels, segments=segments, ylabel="ms (median of each segment)",
-                 title=_title(doc, "Boot: where the time goes, process start to exit"))
-    return [(path, "Boot-time breakdown per VMM (medians of each segment; their sum need not "
+                 title=_title(doc, "Boot: where the time goes, process start to "
+                                   + ("the agent's first answer" if to_agent else "exit")))
+    what = ", to the agent (init_to_agent: userspace to the agent)" if to_agent else ""
+    return [(path, f"Boot-time breakdown per VMM{what} (medians of each segment; their sum need not "
                    "equal the median total)")]
 
 
@@ -298,7 +305,7 @@ def plot_unit_panels(panels: list[tuple[str, list[str]]], name: str, title: str,
 
 
 PLOTTERS: dict[str, list[Callable]] = {
-    "boot": [plot_boot_breakdown, plot_figure_medians("start_to_init")],
+    "boot": [plot_boot_breakdown, plot_figure_medians("start_to_init"), plot_figure_medians("start_to_agent")],
     "restore": [plot_grouped(["to_first_instruction", "to_agent", "to_fully_loaded"], "paths",
                              "Restore latency per path, from the process start",
                              "Restore latency per path: to the first instruction, the first agent answer "

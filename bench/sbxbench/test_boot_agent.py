@@ -380,6 +380,7 @@ class RunBootAgentTest(unittest.TestCase):
         self.assertIn("| sbx-vmm | init_to_agent (ms) | **", text)
         if HAVE_MATPLOTLIB:
             self.assertTrue((self.dir / "rep" / "boot-1-breakdown.png").exists())
+            self.assertTrue((self.dir / "rep" / "boot-1-start_to_agent.png").exists())
 
     def test_an_image_without_the_agent_fails_and_says_why(self):
         done, doc, _ = self.run_bench(f"sbx={self.fake}", env={"FAKE_SBX_NO_AGENT": "1"})

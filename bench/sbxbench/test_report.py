@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sbxbench.report_markdown import REPORT_NAME, render_report
 from sbxbench.report_plots import matplotlib_pyplot
+from sbxbench.test_boot_agent import synthetic_agent_result
 from sbxbench.test_results import synthetic_result
 from sbxbench.test_snapshot_results import synthetic_fork, synthetic_restore, synthetic_snapshot
 
@@ -50,6 +51,34 @@ class ReportTest(unittest.TestCase):
         for name in pngs:
             self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
             self.assertIn(f"]({name})", text)
+
+
+class BootAgentReportTest(unittest.TestCase):
+    """boot --agent: the breakdown ends with the agent's segment, start_to_agent has its plot."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name) / "report"
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_report(self):
+        text = render_report([("agent.json", synthetic_agent_result())], self.out).read_text()
+        self.assertIn("| sbx-vmm | init_to_agent (ms) | **301.5** [", text)
+        self.assertIn("| QEMU microvm | start_to_agent | **", text)
+        self.assertIn("agent True", text)
+        if not HAVE_MATPLOTLIB:
+            self.skipTest("python3-matplotlib is not installed (Debian: python3-matplotlib)")
+        pngs = sorted(p.name for p in self.out.glob("*.png"))
+        self.assertEqual(pngs, ["boot-1-breakdown.png", "boot-1-start_to_agent.png", "boot-1-start_to_init.png"])
+        self.assertIn("Boot-time breakdown per VMM, to the agent (init_to_agent", text)
+
+    def test_plain_boot_report_keeps_the_exit(self):
+        render = render_report([("boot.json", synthetic_result())], self.out).read_text()
+        self.assertNotIn("to the agent", render)
+        if HAVE_MATPLOTLIB:
+            self.assertNotIn("boot-1-start_to_agent.png", render)
 
 
 class SnapshotWorkloadsReportTest(unittest.TestCase):
