@@ -148,13 +148,15 @@ br_checks() {
   br_state() { api GET "/v1/sandboxes/$br"; [ "$(py "b['sandbox']['state']" 2>/dev/null)" = "$1" ]; }
   WAIT_INTERVAL=0.5 wait_until 180 "the idle pause of $br" br_state paused
   check "browser: the sandbox is paused" 0 "$?"
+  br_paused_at=$(last_event)
   t=$(now)
   br_do goto a "${br_url}pid"
   check "browser: a navigation to the paused sandbox is answered by the same process" "200 $br_app_pid" \
     "$(py "'%s %s' % (b.get('status'), b.get('text', b.get('error')))" 2>/dev/null)"
   echo "SBXD-TIME: browser wake and answer $(elapsed "$t") s"
-  api GET "/v1/sandboxes/$br"
-  check "browser: ... and it runs again" running "$(py "b['sandbox']['state']" 2>/dev/null)"
+  # Its events, not its state now (a new idle pause may have begun).
+  check "browser: ... woken by the navigation, and it runs again" "paused>creating:wake creating>running" \
+    "$(state_changes "$br" "$br_paused_at" | cut -d' ' -f1-2)"
   api POST "/v1/sandboxes/$br/idle" '{"idleMinutes":null}'
 }
 if [ "$(py "b.get('ready')" 2>/dev/null)" = True ]; then

@@ -132,12 +132,15 @@ check "hosted: idle 1 minute (2 s here)" 200 "$code"
 hp_state() { api GET "/v1/sandboxes/$hp"; [ "$(py "b['sandbox']['state']" 2>/dev/null)" = "$1" ]; }
 WAIT_INTERVAL=0.5 wait_until 180 "the idle pause of $hp" hp_state paused
 check "hosted: the sandbox is paused" 0 "$?"
+hp_paused_at=$(last_event)
 t=$(now)
 check "hosted: a request to the paused sandbox is answered by the same process" "$hp_pid" \
   "$(hp_curl "${hp_url}pid" -H "X-Sbx-Auth: $hp_token" 2>&1)"
 echo "SBXD-TIME: hosted wake and answer $(elapsed "$t") s"
-api GET "/v1/sandboxes/$hp"
-check "hosted: ... and it runs again" running "$(py "b['sandbox']['state']" 2>/dev/null)"
+# Its events, not its state now: with the 2 s minute, a new idle pause may
+# already have begun once the connection closed.
+check "hosted: ... woken by the request, and it runs again" "paused>creating:wake creating>running" \
+  "$(state_changes "$hp" "$hp_paused_at" | cut -d' ' -f1-2)"
 # Off (0) before what follows: with the 2 s minute a pause could start
 # again and the delete below find the sandbox stopping (409). A null
 # idleMinutes is an absent field, not "off".

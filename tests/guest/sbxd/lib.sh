@@ -104,6 +104,23 @@ agent() {
   local id=$1; shift
   SBX_AGENT_UDS=$(vmm_field "$id" uds) SBX_AGENT_TOKEN=$(vmm_field "$id" token) "$ctl" "$@"
 }
+# last_event: the id of the newest event (GET /v1/events pages 1000 at a time).
+last_event() {
+  local after=0 next
+  while :; do
+    api GET "/v1/events?after=$after"
+    next=$(py "b['events'][-1]['id'] if b['events'] else ''" 2>/dev/null)
+    [ -n "$next" ] || break
+    after=$next
+  done
+  echo "$after"
+}
+# state_changes ID AFTER: ID's state changes since event AFTER, oldest
+# first, as FROM>TO or FROM>TO:REASON words.
+state_changes() {
+  api GET "/v1/events?after=$2"
+  py "' '.join(e['data']['from'] + '>' + e['data']['to'] + (':' + e['data']['reason'] if e['data'].get('reason') else '') for e in b['events'] if e['sandboxId'] == '$1' and e['type'] == 'state')" 2>/dev/null
+}
 counter_of() { agent "$1" exec -- cat /tmp/counter; }
 counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
 # The sandboxes' VMMs (a warm template's build is another).
