@@ -14,6 +14,9 @@ k-th child first answered the agent's health (k = 1..N) and until all
 had; and the memory of the N VMM processes (sums of Rss and Pss from
 /proc/PID/smaps_rollup, proc(5)): when all have answered, and again after
 every child has read its FILL_MIB of data (the same pages in every child).
+
+child_command, wait_child, stop_children and run_children_of_origin serve
+any workload made of children of the saved origin.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from . import guest_agent as ga
@@ -109,9 +113,9 @@ class Child:
     """One child VMM process and how to reach its agent."""
 
     def __init__(self, proc, agent: ga.Agent, logs: list[str], qmp_path: str | None = None,
-                 control: str | None = None):
+                 control: str | None = None, started: float = 0.0):
         self.proc, self.agent, self.logs = proc, agent, logs
-        self.qmp_path, self.control = qmp_path, control
+        self.qmp_path, self.control, self.started = qmp_path, control, started
         self.qmp: qmpmod.Qmp | None = None
         self.answered: float | None = None
         self.error: str | None = None
@@ -120,16 +124,56 @@ class Child:
         return self.proc.poll() is None
 
 
-def _wait_all(children: list[Child], t0: float, snapshot: str | None) -> None:
-    """Each child in a thread: (QEMU: QMP, migrate-incoming, cont, then)
-    the agent's first answer, as seconds from t0."""
+@dataclass(frozen=True)
+class ChildCommand:
+    """How child i of a saved origin starts: its argv, vsock endpoint, logs
+    (the VMM's, its console) and its QMP or control socket."""
+    argv: list[str]
+    endpoint: ga.Endpoint
+    logs: list[str]
+    qmp_path: str | None
+    control: str | None
+
+    def spawn(self, ws: Workspace) -> Child:
+        started = time.monotonic()
+        proc = ga.spawn(self.argv, self.logs[0], ws.setup.vmm_cpus)
+        return Child(proc, ga.Agent(self.endpoint, ws.guest.token), self.logs, self.qmp_path, self.control,
+                     started)
+
+
+def child_command(spec: VmmSpec, ws: Workspace, snapshot: str, i: int) -> ChildCommand:
+    """Child i (1..) of the saved origin: sbx-vmm a private restore, QEMU an
+    -incoming load; vsock CID FORK_CID_BASE + i and sockets of its own."""
+    g = ws.guest
+    cid, console, log_path = FORK_CID_BASE + i, g.path(f"fork{i}-console.log"), g.path(f"fork{i}.log")
+    if spec.kind == "sbx":
+        uds, control = g.path(f"fork{i}.sock"), g.path(f"fork{i}-control.sock")
+        return ChildCommand(sbx_restore_argv(spec, snapshot, "private", cid=cid, vsock_uds=uds, console=console,
+                                             control=control), ga.Endpoint(uds=uds), [log_path, console],
+                            None, control)
+    qmp_path = g.path(f"fork{i}-qmp.sock")
+    if os.path.exists(qmp_path):
+        os.unlink(qmp_path)
+    return ChildCommand(qemu_argv(spec, g, console=console, qmp=qmp_path, cid=cid, incoming=True),
+                        ga.Endpoint(cid=cid), [log_path, console], qmp_path, None)
+
+
+def wait_child(child: Child, t0: float, snapshot: str) -> None:
+    """(QEMU: QMP, migrate-incoming, cont, then) the agent's first answer,
+    as child.answered, seconds from t0; raises when it does not come within
+    the restore workload's limits (QEMU_LOAD_S, RESTORE_AGENT_S)."""
+    if child.qmp_path is not None:
+        child.qmp = qmpmod.Qmp(child.qmp_path, alive=child.alive)
+        qmpmod.load_incoming(child.qmp, snapshot, t0, QEMU_LOAD_S)
+    child.agent.wait(RESTORE_AGENT_S, alive=child.alive)
+    child.answered = time.monotonic() - t0
+
+
+def _wait_all(children: list[Child], t0: float, snapshot: str) -> None:
+    """wait_child for each child in a thread; a failure is its `error`."""
     def one(child: Child) -> None:
         try:
-            if child.qmp_path is not None:
-                child.qmp = qmpmod.Qmp(child.qmp_path, alive=child.alive)
-                qmpmod.load_incoming(child.qmp, snapshot, t0, QEMU_LOAD_S)
-            child.agent.wait(RESTORE_AGENT_S, alive=child.alive)
-            child.answered = time.monotonic() - t0
+            wait_child(child, t0, snapshot)
         except Exception as e:
             child.error = f"{type(e).__name__}: {e}"
     threads = [threading.Thread(target=one, args=(c,), daemon=True) for c in children]
@@ -140,27 +184,12 @@ def _wait_all(children: list[Child], t0: float, snapshot: str | None) -> None:
 
 
 def fork_once(spec: VmmSpec, ws: Workspace, snapshot: str, forks: int, fill_mib: int) -> dict[str, float]:
-    g = ws.guest
+    commands = [child_command(spec, ws, snapshot, i) for i in range(1, forks + 1)]
     children: list[Child] = []
-    argvs = []
-    for i in range(1, forks + 1):
-        cid, console, log_path = FORK_CID_BASE + i, g.path(f"fork{i}-console.log"), g.path(f"fork{i}.log")
-        if spec.kind == "sbx":
-            uds, control = g.path(f"fork{i}.sock"), g.path(f"fork{i}-control.sock")
-            argvs.append((sbx_restore_argv(spec, snapshot, "private", cid=cid, vsock_uds=uds, console=console,
-                                           control=control), ga.Endpoint(uds=uds), [log_path, console],
-                          None, control))
-        else:
-            qmp_path = g.path(f"fork{i}-qmp.sock")
-            if os.path.exists(qmp_path):
-                os.unlink(qmp_path)
-            argvs.append((qemu_argv(spec, g, console=console, qmp=qmp_path, cid=cid, incoming=True),
-                          ga.Endpoint(cid=cid), [log_path, console], qmp_path, None))
     t0 = time.monotonic()
     try:
-        for argv, endpoint, logs, qmp_path, control in argvs:
-            proc = ga.spawn(argv, logs[0], ws.setup.vmm_cpus)
-            children.append(Child(proc, ga.Agent(endpoint, g.token), logs, qmp_path, control))
+        for command in commands:
+            children.append(command.spawn(ws))
         spawn_s = time.monotonic() - t0
         _wait_all(children, t0, snapshot)
         failed = [(i, c) for i, c in enumerate(children, start=1) if c.answered is None]
@@ -176,10 +205,10 @@ def fork_once(spec: VmmSpec, ws: Workspace, snapshot: str, forks: int, fill_mib:
             figs.update(memory_figures([ga.memory_kib(c.proc.pid) for c in children], "_touched"))
         return figs
     finally:
-        _stop_children(children)
+        stop_children(children)
 
 
-def _stop_children(children: list[Child]) -> None:
+def stop_children(children: list[Child]) -> None:
     """sbx-vmm: the control socket's stop op; QEMU: QMP quit."""
     for c in children:
         if c.qmp is not None:
@@ -207,37 +236,59 @@ def _summary(figs: dict[str, float]) -> str:
 def run_fork(specs: list[VmmSpec], opts: SnapshotOptions, *, unusable: Callable[[VmmSpec], str | None],
              log: Callable[[str], None]) -> dict:
     """Runs the workload; returns the `vmms` and `runs` parts of a result."""
-    vmms, runnable = plan_paths(specs, paths_of, unusable=unusable, log=log)
-    ws = Workspace(WORKLOAD, opts, log)
+    def problem(spec: VmmSpec, snapshot: str) -> str | None:
+        if spec.kind != "qemu":
+            return None
+        return qemu_memory_problem(opts.forks, os.path.getsize(snapshot), mem_available_mib())
+    return run_children_of_origin(
+        WORKLOAD, specs, opts, unusable=unusable, log=log, summary=_summary, problem=problem,
+        measure=lambda spec, ws, snapshot: fork_once(spec, ws, snapshot, opts.forks, opts.fill_mib),
+        notes=lambda spec, ws, snapshot: child_argv_and_notes(spec, ws, snapshot, str(opts.forks)))
+
+
+def run_children_of_origin(workload: str, specs: list[VmmSpec], opts: SnapshotOptions, *,
+                           unusable: Callable[[VmmSpec], str | None], log: Callable[[str], None],
+                           summary: Callable[[dict], str],
+                           measure: Callable[[VmmSpec, Workspace, str], dict],
+                           notes: Callable[[VmmSpec, Workspace, str], tuple[list[str], list[str]]],
+                           problem: Callable[[VmmSpec, str], str | None] = lambda spec, snapshot: None,
+                           path_problem: Callable[[VmmSpec, PathSpec], str | None] | None = None) -> dict:
+    """A workload of children of each VMM's saved origin (fork, density):
+    the origin prepared once per VMM (prepare_origin), then `measure(spec,
+    ws, snapshot)` once per round in rotation; `problem` (given the saved
+    file) and `path_problem` (before the origin boots) make a path n/a,
+    `notes` gives its argv and notes. Returns the `vmms` and `runs` parts
+    of a result."""
+    vmms, runnable = plan_paths(specs, paths_of, unusable=unusable, log=log, path_problem=path_problem)
+    ws = Workspace(workload, opts, log)
     try:
-        measure: dict[str, Callable[[], dict]] = {}
+        measures: dict[str, Callable[[], dict]] = {}
         by_name = {s.name: s for s in specs}
         for name, paths in runnable.items():
             spec, path = by_name[name], paths[0]
             try:
-                snapshot = _prepare(spec, ws)
+                snapshot = prepare_origin(spec, ws)
             except Exception as e:
                 reason = f"the origin could not be saved: {type(e).__name__}: {e}"
                 log(f"{name}: FAILED: {reason}")
                 fail_paths(vmms, [path.name], reason)
                 continue
             e = next(v for v in vmms if v["name"] == path.name)
-            if spec.kind == "qemu":
-                problem = qemu_memory_problem(opts.forks, os.path.getsize(snapshot), mem_available_mib())
-                if problem:
-                    log(f"{name}: n/a ({problem})")
-                    e.update(status="n/a", reason=problem, notes=[problem])
-                    continue
-            measure[path.name] = (lambda s=spec, f=snapshot: fork_once(s, ws, f, opts.forks, opts.fill_mib))
-            e["argv"], e["notes"] = _argv_and_notes(spec, ws, snapshot, opts.forks)
-        runs = run_rounds(measure, runs=opts.runs, warmup=opts.warmup, log=log, summary=_summary)
+            why = problem(spec, snapshot)
+            if why:
+                log(f"{name}: n/a ({why})")
+                e.update(status="n/a", reason=why, notes=[why])
+                continue
+            measures[path.name] = (lambda s=spec, f=snapshot: measure(s, ws, f))
+            e["argv"], e["notes"] = notes(spec, ws, snapshot)
+        runs = run_rounds(measures, runs=opts.runs, warmup=opts.warmup, log=log, summary=summary)
         finish_statuses(vmms, runs)
         return {"vmms": vmms, "runs": runs}
     finally:
         ws.remove()
 
 
-def _prepare(spec: VmmSpec, ws: Workspace) -> str:
+def prepare_origin(spec: VmmSpec, ws: Workspace) -> str:
     """The saved origin: sbx-vmm's raw snapshot, QEMU's migration file."""
     origin = start_origin(spec, ws)
     try:
@@ -253,18 +304,16 @@ def _prepare(spec: VmmSpec, ws: Workspace) -> str:
         origin.close()
 
 
-def _argv_and_notes(spec: VmmSpec, ws: Workspace, snapshot: str, forks: int) -> tuple[list[str], list[str]]:
-    g = ws.guest
-    cid = FORK_CID_BASE + 1
+def child_argv_and_notes(spec: VmmSpec, ws: Workspace, snapshot: str, count: str) -> tuple[list[str], list[str]]:
+    """Child 1's argv (the token redacted) and the notes of `count` children
+    (e.g. "4", "up to 16")."""
+    command = child_command(spec, ws, snapshot, 1)
+    argv = redacted(command.argv, ws.guest.token)
     if spec.kind == "sbx":
-        argv = sbx_restore_argv(spec, snapshot, "private", cid=cid, vsock_uds=g.path("fork1.sock"),
-                                console=g.path("fork1-console.log"), control=g.path("fork1-control.sock"))
-        notes = [f"{forks} children of the raw snapshot, --restore-mode private (copy-on-write); child i "
+        notes = [f"{count} children of the raw snapshot, --restore-mode private (copy-on-write); child i "
                  f"has vsock CID {FORK_CID_BASE} + i; argv: child 1", "stopped with the control socket's stop op"]
     else:
-        argv = redacted(qemu_argv(spec, g, console=g.path("fork1-console.log"), qmp=g.path("fork1-qmp.sock"),
-                                  cid=cid, incoming=True), g.token)
-        notes = [f"{forks} children loading the same migration file, each into its own memory (no sharing); "
+        notes = [f"{count} children loading the same migration file, each into its own memory (no sharing); "
                  f"child i has vsock CID {FORK_CID_BASE} + i; argv: child 1", QEMU_NOTES[1]]
     if ws.setup.vmm_cpus:
         notes.append(f"every VMM process on CPUs {','.join(map(str, ws.setup.vmm_cpus))}")
