@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from . import (machine_facts, results, schema_check, stats, workload_blk, workload_exec, workload_fork,
-               workload_restore, workload_snapshot, workload_vsock)
+from . import (machine_facts, results, schema_check, stats, workload_blk, workload_density, workload_exec,
+               workload_fork, workload_restore, workload_snapshot, workload_vsock)
 from .report_markdown import ratio_table, render_report, statistics_table, unavailable_vmms
 from .vmm_commands import DEFAULT_CMDLINE, version_command
 from .vmm_spec import DEFAULT_VMMS, VmmListError, parse_vmm_list, unusable_reason
@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT_RUNNERS = {"restore": (workload_restore.run_restore, workload_restore),
                     "snapshot": (workload_snapshot.run_snapshot, workload_snapshot),
                     "fork": (workload_fork.run_fork, workload_fork),
+                    "density": (workload_density.run_density, workload_density),
                     "exec": (workload_exec.run_exec, workload_exec)}
 SNAPSHOT_WORKLOADS = tuple(SNAPSHOT_RUNNERS)
 # A boot per measurement of bench/virtio_guest.sh's initramfs, with a scratch disk or a vsock device.
@@ -35,11 +36,13 @@ WORKLOADS = (BOOT, *SNAPSHOT_WORKLOADS, *VIRTIO_WORKLOADS)
 # Options of one workload only: name -> (workloads, default).
 WORKLOAD_OPTIONS = {"blk_mib": (("blk",), 128), "rand_seconds": (("blk",), 10), "disk_mib": (("blk",), 256),
                     "formats": (("blk",), ("raw",)), "qemu_cache": (("blk",), "auto"),
-                    "vsock_mib": (("vsock",), 64)}
+                    "vsock_mib": (("vsock",), 64),
+                    "budget_mib": (("density",), SnapshotOptions.budget_mib),
+                    "max_sandboxes": (("density",), SnapshotOptions.max_sandboxes)}
 # FILL_MIB when --fill-mib is not given: bench/snapshot's 1024; a fork's N
 # guests (QEMU's each with its own copy) must fit beside each other; exec
-# measures the agent, not memory.
-DEFAULT_FILL_MIB = {"restore": 1024, "snapshot": 1024, "fork": 256, "exec": 0}
+# measures the agent, not memory; density's template is an idle guest.
+DEFAULT_FILL_MIB = {"restore": 1024, "snapshot": 1024, "fork": 256, "exec": 0, "density": 0}
 
 
 def _positive(text: str) -> int:
@@ -97,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--csv", type=Path, help="statistics CSV (default: --out with .csv)")
     run.add_argument("--kernel", help="guest kernel, e.g. \"$(images/build vmlinux)\"")
     run.add_argument("--initrd", help="guest initramfs, e.g. \"$(images/build initramfs)\" (boot) or "
-                                      "\"$(images/build minimal)\" (restore, snapshot, fork, exec: needs "
+                                      "\"$(images/build minimal)\" (restore, snapshot, fork, density, exec: needs "
                                       "sbx-agent); blk, vsock: one with bench/virtio_guest.sh as /sbx-run and "
                                       "the guest tools (bench/virtio makes it)")
     run.add_argument("--cmdline", help="guest kernel command line (default: sbx-vmm's for boot, "
@@ -107,14 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "for the others)")
     run.add_argument("--timeout", type=float, help="seconds per boot (boot: default 120; blk, vsock: 300)")
     run.add_argument("--fill-mib", type=_non_negative,
-                     help="restore, snapshot, fork, exec: MiB of random data the guest writes before the "
-                          "save or the execs (default 1024; fork 256; exec 0)")
+                     help="restore, snapshot, fork, density, exec: MiB of random data the guest writes before "
+                          "the save or the execs (default 1024; fork 256; density, exec 0)")
     run.add_argument("--forks", type=_positive, default=4, help="fork: children per round (default 4)")
     run.add_argument("--execs", type=_positive, default=20,
                      help="exec: execs of `true` per round on fresh connections, and as many on one "
                           "connection (default 20)")
+    run.add_argument("--budget-mib", type=_positive,
+                     help="density: stop adding children before the sum of their Pss passes this many MiB "
+                          f"(default {SnapshotOptions.budget_mib}; at most MemAvailable)")
+    run.add_argument("--max-sandboxes", type=_positive,
+                     help=f"density: children at most (default {SnapshotOptions.max_sandboxes})")
     run.add_argument("--vmm-cpus", type=_cpu_list,
-                     help="restore, snapshot, fork, exec: run every VMM process on these CPUs, e.g. 0 "
+                     help="restore, snapshot, fork, density, exec: run every VMM process on these CPUs, e.g. 0 "
                           "(bench/snapshot does for fork in the nested harness)")
     run.add_argument("--blk-mib", type=_positive, help="blk: MiB written and read sequentially (default 128)")
     run.add_argument("--rand-seconds", type=_positive, help="blk: seconds of 4 KiB random reads (default 10)")
@@ -173,11 +181,12 @@ def _check_run_args(args: argparse.Namespace) -> str | None:
     if args.workload != BOOT and args.confinement:
         return "--confinement is for the boot workload only"
     if args.workload != BOOT and args.agent:
-        return "--agent is for the boot workload only (restore, snapshot, fork and exec always have the agent)"
+        return ("--agent is for the boot workload only (restore, snapshot, fork, density and exec always have "
+                "the agent)")
     if args.agent and args.test_generic_sbx:
         return "--agent needs each VMM's own command line with a vsock device: not with --test-generic-sbx"
     if not snapshot_workload and (args.vmm_cpus or args.fill_mib is not None):
-        return "--fill-mib and --vmm-cpus are for restore, snapshot, fork and exec"
+        return "--fill-mib and --vmm-cpus are for restore, snapshot, fork, density and exec"
     for name, (workloads, _) in WORKLOAD_OPTIONS.items():
         if getattr(args, name) is not None and args.workload not in workloads:
             return f"--{name.replace('_', '-')} is for the {' and '.join(workloads)} workload only"
@@ -214,20 +223,29 @@ def _measure_boot(args: argparse.Namespace, specs: list) -> dict:
                            "generic_sbx": args.test_generic_sbx, "agent": args.agent}}
 
 
+def _own_options(args: argparse.Namespace) -> dict:
+    """The workload's own WORKLOAD_OPTIONS, as given or their defaults."""
+    return {name: getattr(args, name) if getattr(args, name) is not None else default
+            for name, (workloads, default) in WORKLOAD_OPTIONS.items() if args.workload in workloads}
+
+
 def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
     runner, module = SNAPSHOT_RUNNERS[args.workload]
     fill = args.fill_mib if args.fill_mib is not None else DEFAULT_FILL_MIB[args.workload]
+    given = _own_options(args)
     opts = SnapshotOptions(kernel=args.kernel, image=args.initrd, cpus=args.cpus, memory_mib=args.memory,
                            fill_mib=fill, runs=args.runs, warmup=args.warmup, forks=args.forks,
                            execs=args.execs, vmm_cpus=args.vmm_cpus,
-                           **({"cmdline": args.cmdline} if args.cmdline else {}))
+                           **({"cmdline": args.cmdline} if args.cmdline else {}), **given)
     measured = runner(specs, opts, unusable=unusable_reason, log=_log)
     parameters = {"runs": args.runs, "warmup": args.warmup, "cpus": args.cpus,
                   "memory_mib": opts.guest_memory_mib, "fill_mib": fill, "cmdline": opts.cmdline,
-                  "vmm_cpus": list(opts.vmm_cpus) if opts.vmm_cpus else None}
+                  "vmm_cpus": list(opts.vmm_cpus) if opts.vmm_cpus else None, **given}
     if args.workload == "fork":
         parameters["forks"] = args.forks
         figures = workload_fork.figure_list(args.forks)
+    elif args.workload == "density":
+        figures = workload_density.figure_list(opts.max_sandboxes)
     else:
         figures = module.figure_list()
     if args.workload == "exec":
@@ -238,8 +256,7 @@ def _measure_snapshot_workload(args: argparse.Namespace, specs: list) -> dict:
 
 def _measure_virtio_workload(args: argparse.Namespace, specs: list) -> dict:
     runner, module = VIRTIO_RUNNERS[args.workload]
-    given = {name: getattr(args, name) if getattr(args, name) is not None else default
-             for name, (workloads, default) in WORKLOAD_OPTIONS.items() if args.workload in workloads}
+    given = _own_options(args)
     opts = VirtioOptions(kernel=args.kernel, initrd=args.initrd, cpus=args.cpus,
                          memory_mib=args.memory or VIRTIO_MEMORY_MIB, runs=args.runs, warmup=args.warmup,
                          timeout_s=args.timeout if args.timeout is not None else VIRTIO_TIMEOUT_S,

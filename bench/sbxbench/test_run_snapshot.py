@@ -17,7 +17,10 @@ from sbxbench import schema_check
 BENCH = Path(__file__).resolve().parents[1]
 
 
-class RunSnapshotWorkloadsTest(unittest.TestCase):
+class FakeSbxVmmCase(unittest.TestCase):
+    """A temporary folder with testdata/fake_sbx_vmm.py as `fake` (run by
+    this Python) and dummy `vmlinux` and `minimal` files."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.dir = Path(self.tmp.name)
@@ -31,6 +34,8 @@ class RunSnapshotWorkloadsTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+
+class RunSnapshotWorkloadsTest(FakeSbxVmmCase):
     def run_bench(self, workload, vmm, *extra, env=None):
         out = self.dir / f"{workload}.json"
         cmd = [sys.executable, str(BENCH / "sbx-bench"), "run", workload, "--vmm", vmm,

@@ -124,7 +124,10 @@ class CliTest(unittest.TestCase):
     def test_usage_errors(self):
         for argv, message in ((["run", "restore", "--confinement"], "boot workload only"),
                               (["run", "fork", "--test-generic-sbx", "--vmm", "sbx=/x"], "boot workload only"),
-                              (["run", "boot", "--fill-mib", "4"], "restore, snapshot, fork and exec"),
+                              (["run", "boot", "--fill-mib", "4"], "restore, snapshot, fork, density and exec"),
+                              (["run", "restore", "--budget-mib", "4"], "--budget-mib is for the density workload"),
+                              (["run", "fork", "--max-sandboxes", "4"], "is for the density workload only"),
+                              (["run", "density", "--max-sandboxes", "0"], "--max-sandboxes"),
                               (["run", "snapshot"], "images/build minimal"),
                               (["run", "exec"], "images/build minimal"),
                               (["run", "exec", "--execs", "0"], "--execs"),

@@ -38,6 +38,8 @@ class SnapshotOptions:
     forks: int = 4
     execs: int = 20
     vmm_cpus: tuple[int, ...] | None = None
+    budget_mib: int = 2048   # density: the sum of its children's Pss may not pass it
+    max_sandboxes: int = 16  # density: children at most
 
     @property
     def guest_memory_mib(self) -> int:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """TEST ONLY: a stand-in for sbx-vmm for the unit tests of sbx-bench's
-restore, snapshot, fork and exec workloads and of boot --agent
+restore, snapshot, fork, density and exec workloads and of boot --agent
 (test_run_snapshot.py, test_run_exec.py, test_boot_agent.py), run as
 `--vmm sbx=THIS`. It takes the flags those workloads give sbx-vmm and
 serves what they talk to, without a VM:
@@ -22,7 +22,8 @@ serves what they talk to, without a VM:
   `SBX-AGENT-START` and `SBX-TS: agent_start` when its agent listens, and
   sbx-vmm's `guest boot time: X ms`.
 
-FAKE_SBX_FAIL_MODE=MODE makes a restore in that mode exit 1 at once;
+FAKE_SBX_FAIL_MODE=MODE makes a restore in that mode exit 1 at once, and
+FAKE_SBX_FAIL_CID=N one whose vsock has CID N (fork's child N - 10);
 FAKE_SBX_NO_AGENT=1 makes a console boot the plain initramfs's: the
 markers, then the guest's reboot, no agent.
 """
@@ -202,9 +203,11 @@ def main():
         with open(args.restore) as f:
             saved = json.load(f)
         mode = args.restore_mode or "eager"
-        if os.environ.get("FAKE_SBX_FAIL_MODE") == mode:
-            sys.stderr.write("sbx-vmm: error: restore failed (FAKE_SBX_FAIL_MODE)\n")
-            return 1
+        cid = dict(part.split("=", 1) for part in args.vsock.split(","))["cid"]
+        for var, value in (("FAKE_SBX_FAIL_MODE", mode), ("FAKE_SBX_FAIL_CID", cid)):
+            if os.environ.get(var) == value:
+                sys.stderr.write(f"sbx-vmm: error: restore failed ({var})\n")
+                return 1
         if mode == "private" and saved["mode"] != "raw":
             sys.stderr.write("sbx-vmm: error: a private restore needs a raw snapshot\n")
             return 1
