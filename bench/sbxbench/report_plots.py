@@ -200,26 +200,31 @@ def plot_grouped(figures: list[str], name: str, title: str, caption: str, log_sc
     return plot
 
 
+def per_k_series(doc: dict, vmm: str, prefix: str) -> list[tuple[int, dict]]:
+    """(k, statistic) of the figures PREFIX1, PREFIX2, ... up to the first
+    missing one (fork's answer_k, density's pss_total_k)."""
+    points = []
+    while (s := _stat(doc, vmm, f"{prefix}{len(points) + 1}")) is not None:
+        points.append((len(points) + 1, s))
+    return points
+
+
+def _errorbar_line(ax, points: list[tuple[int, dict]], **style) -> None:
+    """Medians against k, their CIs as error bars."""
+    medians = [s["median"] for _, s in points]
+    low = [s["median"] - (s["median_ci"][0] if s["median_ci"] else s["median"]) for _, s in points]
+    high = [(s["median_ci"][1] if s["median_ci"] else s["median"]) - s["median"] for _, s in points]
+    ax.errorbar([k for k, _ in points], medians, yerr=[low, high], capsize=4, **style)
+
+
 def plot_fork_answers(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
     """Fork: median time to the k-th child's first answer against k, per VMM."""
-    lines = []
-    for vmm in _ok_vmms(doc):
-        points = []
-        k = 1
-        while (s := _stat(doc, vmm["name"], f"answer_{k}")) is not None:
-            points.append((k, s))
-            k += 1
-        if points:
-            lines.append((vmm["label"], points))
+    lines = [(v["label"], points) for v in _ok_vmms(doc) if (points := per_k_series(doc, v["name"], "answer_"))]
     if not lines:
         return []
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for label, points in lines:
-        ks = [k for k, _ in points]
-        medians = [s["median"] for _, s in points]
-        low = [s["median"] - (s["median_ci"][0] if s["median_ci"] else s["median"]) for _, s in points]
-        high = [(s["median_ci"][1] if s["median_ci"] else s["median"]) - s["median"] for _, s in points]
-        ax.errorbar(ks, medians, yerr=[low, high], marker="o", capsize=4, label=label)
+        _errorbar_line(ax, points, marker="o", label=label)
     ax.set_xlabel("k: the k-th child to answer")
     ax.set_xticks(sorted({k for _, points in lines for k, _ in points}))
     ax.set_ylabel("ms from the first process start, median")
@@ -233,6 +238,48 @@ def plot_fork_answers(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Pa
     plt.close(fig)
     return [(path, "Fork: median time from the first child's start to the k-th child's first agent "
                    "answer, with bootstrap CIs (the last point: all answered)")]
+
+
+def density_curves(doc: dict) -> list[tuple[str, list[tuple[int, dict]], list[tuple[int, dict]]]]:
+    """Density: per VMM with data, its label and the (k, statistic) series of
+    pss_total_k and rss_total_k."""
+    curves = []
+    for vmm in _ok_vmms(doc):
+        pss, rss = per_k_series(doc, vmm["name"], "pss_total_"), per_k_series(doc, vmm["name"], "rss_total_")
+        if pss:
+            curves.append((vmm["label"], pss, rss))
+    return curves
+
+
+def plot_density_curve(plt, doc: dict, out_dir: Path, stem: str) -> list[tuple[Path, str]]:
+    """Density: the sums of Pss (solid) and Rss (dashed) against the number
+    of sandboxes running, a colour per VMM, and the budget."""
+    curves = density_curves(doc)
+    if not curves:
+        return []
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for index, (label, pss, rss) in enumerate(curves):
+        colour = f"C{index % 10}"
+        _errorbar_line(ax, pss, marker="o", color=colour, label=f"{label}: Pss")
+        if rss:
+            _errorbar_line(ax, rss, marker="s", linestyle="--", color=colour, alpha=0.7, label=f"{label}: Rss")
+    budget = doc["parameters"].get("budget_mib")
+    if budget:
+        ax.axhline(budget, color="grey", linestyle=":", label=f"budget {budget} MiB (sum of Pss)")
+    ks = sorted({k for _, pss, rss in curves for k, _ in pss + rss})
+    ax.set_xticks(ks if len(ks) <= 20 else ks[::max(1, len(ks) // 10)])
+    ax.set_xlabel("sandboxes running (children of one saved guest)")
+    ax.set_ylabel("MiB, sum over the VMM processes, median")
+    ax.set_ylim(bottom=0)
+    ax.set_title(_title(doc, "Density: memory of k idle sandboxes from one warm template"), fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path = out_dir / f"{stem}-curve.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [(path, "Density curve: the sums of Pss (solid) and Rss (dashed) of the VMM processes "
+                   "(/proc/PID/smaps_rollup) with k sandboxes running, per VMM, medians over the rounds that "
+                   "reached k with bootstrap CIs; the dotted line is the budget on the sum of Pss")]
 
 
 def ecdf_panels(plt, path: Path, *, panels: list[tuple[str, list[tuple[str, list[float]]]]], title: str,
@@ -331,7 +378,12 @@ PLOTTERS: dict[str, list[Callable]] = {
                            "virtio-vsock each way",
                            "virtio-vsock per VMM: guest -> host and host -> guest MB/s (10^6 bytes/s), "
                            "timed on the host; whiskers: the median's CI")],
-    # "density": [plot_density_curve]: when that workload exists.
+    "density": [plot_density_curve,
+                plot_grouped(["first_pss_mib", "marginal_pss_mib", "pss_per_sandbox_mib", "rss_per_sandbox_mib"],
+                             "per-sandbox", "Density: memory per sandbox",
+                             "Density: the first child's Pss alone, the mean Pss each later child added, and Pss "
+                             "and Rss per sandbox with `fit` running"),
+                plot_figure_medians("fit")],
 }
 
 

@@ -5,8 +5,9 @@ import unittest
 from pathlib import Path
 
 from sbxbench.report_markdown import REPORT_NAME, render_report
-from sbxbench.report_plots import matplotlib_pyplot
+from sbxbench.report_plots import density_curves, matplotlib_pyplot
 from sbxbench.test_boot_agent import synthetic_agent_result
+from sbxbench.test_density import synthetic_density
 from sbxbench.test_results import synthetic_result
 from sbxbench.test_snapshot_results import synthetic_fork, synthetic_restore, synthetic_snapshot
 
@@ -114,6 +115,39 @@ class SnapshotWorkloadsReportTest(unittest.TestCase):
         for name in pngs:
             self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
             self.assertIn(f"]({name})", text)
+
+
+class DensityReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = Path(self.tmp.name) / "report"
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_curves(self):
+        curves = {label: (pss, rss) for label, pss, rss in density_curves(synthetic_density())}
+        self.assertEqual(set(curves), {"sbx-vmm, private restores", "QEMU microvm, -incoming"})
+        pss, rss = curves["sbx-vmm, private restores"]
+        self.assertEqual([k for k, _ in pss], [1, 2, 3, 4, 5])
+        self.assertEqual(pss[0][1]["median"], 40 + 1.5)  # 30 + 10 k + round, rounds 0..3
+        self.assertEqual(pss[4][1]["median"], 80 + 2)    # only rounds 1 and 3 reached 5
+        self.assertEqual(rss[1][1]["median"], 120 + 1.5)
+        self.assertEqual([k for k, _ in curves["QEMU microvm, -incoming"][0]], [1, 2])
+
+    def test_report(self):
+        text = render_report([("density.json", synthetic_density())], self.out).read_text()
+        self.assertIn("## density — density.json", text)
+        self.assertIn("| sbx-vmm, private restores | fit (sandboxes) | **4.5** [", text)
+        self.assertIn("| QEMU microvm, -incoming | fit | **0.44x** [", text)
+        if not HAVE_MATPLOTLIB:
+            self.skipTest("python3-matplotlib is not installed (Debian: python3-matplotlib)")
+        pngs = sorted(p.name for p in self.out.glob("*.png"))
+        self.assertEqual(pngs, ["density-1-curve.png", "density-1-fit.png", "density-1-per-sandbox.png"])
+        for name in pngs:
+            self.assertEqual((self.out / name).read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertIn("![Density curve: the sums of Pss (solid) and Rss (dashed)", text)
+        self.assertIn("](density-1-curve.png)", text)
 
 
 if __name__ == "__main__":
