@@ -81,7 +81,23 @@ class SnapshotWrapperTest(unittest.TestCase):
                               cwd=self.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=60, check=False)
         self.assertEqual(done.returncode, 2)
-        self.assertIn("--workloads takes restore, snapshot and fork, not boot", done.stdout)
+        self.assertIn("--workloads takes restore, snapshot, fork and density, not boot", done.stdout)
+
+    def test_density_runs_beside_restore_and_snapshot(self):
+        env = {**os.environ, "SBX_BUILD_DIR": str(self.root / "build")}
+        done = subprocess.run(["bash", str(self.root / "bench" / "snapshot"), "--runs", "1", "--warmup", "0",
+                               "--vmm", "sbx", "--workloads", "density", "--out-dir", str(self.root / "out"), "--",
+                               "--max-sandboxes", "2", "--bootstrap", "100"],
+                              cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120, check=False)
+        self.assertEqual(done.returncode, 0, done.stdout)
+        doc = json.loads((self.root / "out" / "bench-density.json").read_text())
+        self.assertEqual((doc["parameters"]["max_sandboxes"], doc["parameters"]["fill_mib"]), (2, 0))
+        log = (self.root / "nested.log").read_text().splitlines()
+        self.assertEqual(len(log), 1)
+        self.assertTrue(log[0].startswith("nested --mem 8192 --cpus 2 --timeout 2700:"), log[0])
+        self.assertIn("## density — bench-density.json",
+                      (self.root / "out" / "bench-snapshot-report" / "report.md").read_text())
 
 
 if __name__ == "__main__":
