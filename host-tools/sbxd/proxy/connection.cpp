@@ -144,7 +144,8 @@ public:
     ClientConnection(std::shared_ptr<Proxy::Shared> shared, tcp::socket socket)
         : shared_(std::move(shared)),
           limits_(shared_->config.limits),
-          client_(std::move(socket), shared_->tls) {
+          client_(std::move(socket), shared_->tls),
+          keep_timer_(client_.get_executor()) {
         beast::error_code ec;
         auto peer = beast::get_lowest_layer(client_).socket().remote_endpoint(ec);
         auto address = peer.address();
@@ -185,8 +186,11 @@ private:
     awaitable<bool> serve_request() {
         auto& lowest = beast::get_lowest_layer(client_);
         if (client_buffer_.size() == 0) {
+            release_upstream_later();
             lowest.expires_after(limits_.idle_timeout);
             auto [ec, n] = co_await client_.async_read_some(client_buffer_.prepare(4096), kTuple);
+            awaiting_next_ = false;
+            keep_timer_.cancel();
             if (ec) {
                 co_return false;
             }
@@ -247,6 +251,23 @@ private:
         }
         strip_credentials(request, target->token);
         co_return co_await forward(parser, *target, host);
+    }
+
+    // While the client's next request is awaited: the kept upstream link
+    // goes after upstream_keep_timeout. The io_context has one thread, so
+    // the handler and this coroutine never run at once; `alive` keeps the
+    // handler away from a connection that ended.
+    void release_upstream_later() {
+        if (!upstream_) {
+            return;
+        }
+        awaiting_next_ = true;
+        keep_timer_.expires_after(limits_.upstream_keep_timeout);
+        keep_timer_.async_wait([this, alive = std::weak_ptr<void>(alive_)](beast::error_code ec) {
+            if (!ec && !alive.expired() && awaiting_next_) {
+                upstream_.reset();
+            }
+        });
     }
 
     // Calls Backend::activity on the pool, at most once a second.
@@ -548,6 +569,9 @@ private:
     std::string client_ip_;
     std::unique_ptr<UpstreamLink> upstream_;
     Clock::time_point last_activity_{};
+    asio::steady_timer keep_timer_;
+    bool awaiting_next_ = false;
+    std::shared_ptr<void> alive_ = std::make_shared<char>();
 };
 
 }  // namespace

@@ -61,6 +61,10 @@ struct ProxyLimits {
     std::size_t backend_threads = 8;           // concurrent Backend calls
     std::chrono::milliseconds handshake_timeout{10'000};   // the TLS handshake
     std::chrono::milliseconds idle_timeout{60'000};        // keep-alive wait for a request's first byte
+    // In that wait, the kept upstream link (and with it Upstream::hold, the
+    // sandbox's activity lease) is closed after this: an idle browser tab
+    // does not hold off the idle pause for the whole keep-alive.
+    std::chrono::milliseconds upstream_keep_timeout{5'000};
     std::chrono::milliseconds header_timeout{20'000};      // from that byte to the end of its header
     std::chrono::milliseconds response_timeout{120'000};   // the app's response header; past it 504
     std::chrono::milliseconds body_idle_timeout{300'000};  // a body (either way) without a byte this long

@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
@@ -235,6 +236,42 @@ TEST_CASE("one upstream connection per client connection while the target stays"
                             shell_quote(world.url("app", "/headers")) + kWrite);
     CHECK(answer_of(mixed).status == 200);
     CHECK(world.backend->connects.load() == 3);
+}
+
+TEST_CASE("a kept upstream link and its hold go when no next request comes") {
+    auto limits = World::test_limits();
+    limits.upstream_keep_timeout = std::chrono::milliseconds(300);
+    World world(limits);
+    asio::io_context io;
+    asio::ssl::context context(asio::ssl::context::tls_client);
+    context.load_verify_file((world.dir / "cert.pem").string());
+    beast::ssl_stream<beast::tcp_stream> client(io, context);
+    REQUIRE(SSL_set_tlsext_host_name(client.native_handle(), "pub-8080.sbx.localhost") == 1);
+    beast::get_lowest_layer(client).connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), world.port()));
+    client.handshake(asio::ssl::stream_base::client);
+    auto get = [&] {
+        beast::http::request<beast::http::empty_body> request(beast::http::verb::get, "/headers", 11);
+        request.set(beast::http::field::host, fmt::format("pub-8080.sbx.localhost:{}", world.port()));
+        beast::http::write(client, request);
+        beast::flat_buffer buffer;
+        beast::http::response<beast::http::string_body> response;
+        beast::http::read(client, buffer, response);
+        return response.result_int();
+    };
+    auto held_becomes = [&](int want) {
+        for (int i = 0; i < 500 && world.backend->held.load() != want; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return world.backend->held.load() == want;
+    };
+
+    CHECK(get() == 200);
+    CHECK(world.backend->held.load() == 1);  // kept for a next request
+    CHECK(held_becomes(0));                  // none came: link and hold gone
+    // The client's connection stays; its next request connects again.
+    CHECK(get() == 200);
+    CHECK(world.backend->connects.load() == 2);
+    CHECK(world.backend->held.load() == 1);
 }
 
 TEST_CASE("server-sent events flow one by one") {

@@ -111,13 +111,17 @@ public:
         if (!fd) {
             return fd.error();
         }
-        return Upstream{std::move(*fd), {}};
+        // As sbxd's lease: held while the proxy keeps the link.
+        held.fetch_add(1);
+        std::shared_ptr<void> hold(nullptr, [this](void*) { held.fetch_sub(1); });
+        return Upstream{std::move(*fd), {}, std::move(hold)};
     }
 
     void activity(const Target&) override { activities.fetch_add(1); }
 
     std::atomic<int> connects{0};
     std::atomic<int> activities{0};
+    std::atomic<int> held{0};  // Upstream::hold not yet released
 
 private:
     std::uint16_t app_port_;
