@@ -6,7 +6,9 @@
 # `user`, systemd units masked or enabled, and sbx-agent at
 # /usr/local/bin/sbx-agent, written into a sparse ext4 image with
 # `mkfs.ext4 -d`. Needs root: the tree's owners (root, _apt, user, ...) must
-# survive the extraction for mkfs.ext4 -d to copy them.
+# survive the extraction for mkfs.ext4 -d to copy them. rootfs_image_build
+# and rootfs_image_inputs make any image of this kind from a base tarball;
+# images/rootfs/full.sh uses them too.
 #
 # Cache entry: rootfs.ext4.
 
@@ -60,12 +62,19 @@ ROOTFS_MASK_GENERATORS=(
     systemd-sysv-generator systemd-system-update-generator systemd-getty-generator
 )
 
-rootfs_inputs() {
-    echo "base: $(recipe_key rootfs-base)"
+rootfs_inputs() { rootfs_image_inputs rootfs-base "$ROOTFS_SIZE"; }
+
+# rootfs_image_inputs BASE_RECIPE SIZE [RECIPE_FILE...]: the manifest of an
+# image made by rootfs_image_build (rootfs, rootfs-full): the base's key,
+# the size, the agent, this file and RECIPE_FILEs, files/.
+rootfs_image_inputs() {
+    local base=$1 size=$2
+    shift 2
+    echo "base: $(recipe_key "$base")"
     echo "e2fsprogs: $(pkg_version e2fsprogs)"
-    echo "size: $ROOTFS_SIZE"
+    echo "size: $size"
     agent_inputs
-    hash_files "$IMAGES_DIR/rootfs/build.sh"
+    hash_files "$IMAGES_DIR/rootfs/build.sh" "$@"
     # The files and their mode (0755 if executable, else 0644).
     local f
     while IFS= read -r -d '' f; do
@@ -79,9 +88,10 @@ rootfs_file_mode() { if [[ -x $1 ]]; then echo 0755; else echo 0644; fi; }
 
 rootfs_artifact() { echo rootfs.ext4; }
 
-# rootfs_configure ROOT AGENT: everything on top of the base tree.
+# rootfs_configure ROOT AGENT GROUPS: everything on top of the base tree;
+# GROUPS: the user's supplementary groups (comma-separated).
 rootfs_configure() {
-    local root=$1 agent=$2 unit d
+    local root=$1 agent=$2 groups=$3 unit d
     # Our files, owned by root; new directories 0755.
     local f
     while IFS= read -r -d '' f; do
@@ -92,8 +102,9 @@ rootfs_configure() {
     chmod 0440 "$root/etc/sudoers.d/sandboxer"
 
     # The user: uid 1000, home /home/user from /etc/skel, bash, member of
-    # sudo (sudoers.d/sandboxer: no password needed; the account has none).
-    chroot "$root" useradd --create-home --uid 1000 --user-group --groups sudo \
+    # GROUPS: sudo (sudoers.d/sandboxer: no password needed; the account
+    # has none), in the full image also docker.
+    chroot "$root" useradd --create-home --uid 1000 --user-group --groups "$groups" \
         --shell /bin/bash --comment "Sandbox user" user
 
     agent_install "$agent" "$root/usr/local/bin/sbx-agent"
@@ -144,34 +155,40 @@ rootfs_configure() {
     done
 }
 
-rootfs_build() {
-    local out=$1 work=$2
-    local root="$work/root" img="$out/rootfs.ext4" agent base
-    [[ $(id -u) == 0 ]] || die "rootfs: assembling the image needs root (the Debian tree's file owners must be kept for mkfs.ext4 -d); run images/build as root"
+rootfs_build() { rootfs_image_build "$1" "$2" rootfs rootfs-base "$ROOTFS_SIZE" sudo; }
+
+# rootfs_image_build OUT WORK RECIPE BASE_RECIPE SIZE GROUPS: the image of
+# RECIPE (file name: its _artifact) from BASE_RECIPE's tarball, SIZE
+# apparent (truncate's syntax), the user in GROUPS.
+rootfs_image_build() {
+    local out=$1 work=$2 recipe=$3 base_recipe=$4 size=$5 groups=$6
+    local root="$work/root" img agent base
+    img="$out/$("$(recipe_fn "$recipe" artifact)")"
+    [[ $(id -u) == 0 ]] || die "$recipe: assembling the image needs root (the Debian tree's file owners must be kept for mkfs.ext4 -d); run images/build as root"
     agent=$(agent_check)
     if agent_is_dynamic "$agent"; then
-        log "rootfs: warning: $agent is dynamically linked; it runs only if the image has its libraries"
+        log "$recipe: warning: $agent is dynamically linked; it runs only if the image has its libraries"
     fi
-    base=$(ensure_built rootfs-base 0)
+    base=$(ensure_built "$base_recipe" 0)
     umask 022
     mkdir "$root"
     local t0=$SECONDS
-    tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' --acls -xpf "$base/rootfs-base.tar.zst"
-    rootfs_configure "$root" "$agent"
-    log "rootfs: tree ready in $((SECONDS - t0)) s, $(du -sm "$root" | cut -f1) MiB; mkfs.ext4 -d"
+    tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' --acls -xpf "$base/$("$(recipe_fn "$base_recipe" artifact)")"
+    rootfs_configure "$root" "$agent" "$groups"
+    log "$recipe: tree ready in $((SECONDS - t0)) s, $(du -sm "$root" | cut -f1) MiB; mkfs.ext4 -d"
     # A new sparse file reads as zeros, so mkfs need not write zeros to the
     # inode tables and journal (which would allocate them in the image) and
     # still marks the tables initialized: the guest kernel's ext4lazyinit
     # thread would otherwise zero them at every first mount. No reserved
     # blocks: the sandbox user has sudo anyway.
-    truncate -s "$ROOTFS_SIZE" "$img"
+    truncate -s "$size" "$img"
     mkfs.ext4 -F -L sbx-root -m 0 -E assume_storage_prezeroed=1 -d "$root" "$img" >"$work/mkfs.log" 2>&1 || {
         cat "$work/mkfs.log" >&2
-        die "rootfs: mkfs.ext4 failed"
+        die "$recipe: mkfs.ext4 failed"
     }
     e2fsck -fn "$img" >"$work/fsck.log" 2>&1 || {
         cat "$work/fsck.log" >&2
-        die "rootfs: e2fsck finds errors in the new image"
+        die "$recipe: e2fsck finds errors in the new image"
     }
-    log "rootfs: rootfs.ext4 $ROOTFS_SIZE apparent, $(du -m "$img" | cut -f1) MiB allocated, in $((SECONDS - t0)) s"
+    log "$recipe: ${img##*/} $size apparent, $(du -m "$img" | cut -f1) MiB allocated, in $((SECONDS - t0)) s"
 }
