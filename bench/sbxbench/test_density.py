@@ -29,6 +29,7 @@ class FakeChildren:
         self.pss, self.rss = pss, rss or (lambda k, running: 2 * pss(k, running))
         self.silent, self.exited, self.unreadable, self.deaf = set(silent), exited or {}, set(unreadable), set(deaf)
         self.started, self.stopped, self.asked, self.running = [], [], [], set()
+        self.explained = []
 
     def start(self, k):
         self.started.append(k)
@@ -52,6 +53,9 @@ class FakeChildren:
         self.asked.append(child)
         if child in self.deaf:
             raise ConnectionResetError("closed")
+
+    def explain(self, child):
+        self.explained.append(child)
 
     def stop(self, children):
         for child in children:
@@ -117,14 +121,16 @@ class DensityRoundTest(unittest.TestCase):
         self.assertEqual(ops.running, set())
 
     def test_other_failures_stop_every_child(self):
-        cases = [({"exited": {1: 2}}, "child 1 exited while 2 were started"),
-                 ({"unreadable": {2}}, "unreadable"),
-                 ({"deaf": {2}}, "child 2 of 3 no longer answers: ConnectionResetError")]
-        for kwargs, message in cases:
+        # (the failure, its message, the child whose logs are shown)
+        cases = [({"exited": {1: 2}}, "child 1 exited while 2 were started", [1]),
+                 ({"unreadable": {2}}, "unreadable", []),
+                 ({"deaf": {2}}, "child 2 of 3 no longer answers: ConnectionResetError", [2])]
+        for kwargs, message, explained in cases:
             ops = FakeChildren(fixed(100, 40, 40, 40), **kwargs)
             with self.assertRaisesRegex(RuntimeError, message):
                 density_round(ops, budget_mib=200, max_sandboxes=16)
             self.assertEqual(ops.running, set(), kwargs)
+            self.assertEqual(ops.explained, explained, kwargs)
 
     def test_a_first_child_over_the_budget(self):
         ops = FakeChildren(fixed(300))

@@ -87,12 +87,14 @@ class Children(Protocol):
     def alive(self, child: Any) -> bool: ...
     def memory(self, child: Any) -> dict[str, int]: ...  # smaps_rollup fields, KiB ({}: unreadable)
     def answers(self, child: Any) -> None: ...           # one more health; raises when none comes
+    def explain(self, child: Any) -> None: ...           # says why it failed (its logs' last lines)
     def stop(self, children: list) -> None: ...
 
 
 def _sums(ops: Children, children: list) -> Point:
     for j, child in enumerate(children, start=1):
         if not ops.alive(child):
+            ops.explain(child)
             raise RuntimeError(f"child {j} exited while {len(children)} were started")
     sums = memory_figures([ops.memory(c) for c in children])
     if not sums:
@@ -137,6 +139,7 @@ def density_round(ops: Children, *, budget_mib: float, max_sandboxes: int) -> di
             try:
                 ops.answers(child)
             except Exception as e:
+                ops.explain(child)
                 raise RuntimeError(f"child {j} of {len(children)} no longer answers: {type(e).__name__}: {e}") from e
         return density_figures(curve, by_budget)
     finally:
@@ -156,8 +159,11 @@ class VmmChildren:
         try:
             wait_child(child, child.started, self.snapshot)
         except Exception:
-            ga.log_tails(child.logs, self.ws.log, lines=10)
+            self.explain(child)
             raise
+
+    def explain(self, child) -> None:
+        ga.log_tails(child.logs, self.ws.log, lines=10)
 
     def alive(self, child) -> bool:
         return child.alive()
