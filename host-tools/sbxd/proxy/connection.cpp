@@ -109,6 +109,7 @@ struct UpstreamLink {
     beast::flat_buffer buffer;
     std::string sandbox_id;
     std::uint16_t port = 0;
+    std::string service;
     unsigned served = 0;  // requests answered on it
     std::shared_ptr<void> hold{};  // Upstream::hold, released with the link
 };
@@ -130,7 +131,8 @@ Result<std::unique_ptr<UpstreamLink>> adopt_upstream(const asio::any_io_executor
     }
     upstream.fd.release();
     auto link = std::make_unique<UpstreamLink>(
-        UpstreamLink{UpstreamStream(std::move(socket)), {}, target.sandbox_id, target.port, 0, std::move(upstream.hold)});
+        UpstreamLink{UpstreamStream(std::move(socket)), {}, target.sandbox_id, target.port, target.service, 0,
+                     std::move(upstream.hold)});
     if (!upstream.received.empty()) {
         auto space = link->buffer.prepare(upstream.received.size());
         asio::buffer_copy(space, asio::buffer(upstream.received));
@@ -221,7 +223,7 @@ private:
             (request_target.front() != '/' && request_target != "*")) {
             co_return co_await send_page(400, explanation_of(400, false), version, false);
         }
-        auto name = parse_hosted_name(host, shared_->config.domain);
+        auto name = parse_hosted_name(host, shared_->config.domain, shared_->config.services);
         if (!name) {
             co_return co_await send_page(404, explanation_of(404, false), version, keep_alive);
         }
@@ -229,7 +231,8 @@ private:
             co_return false;  // the pool may be joined already
         }
         auto lookup = [backend = shared_->backend, hosted = *name] {
-            return backend->lookup(hosted.subdomain, hosted.port);
+            return hosted.service.empty() ? backend->lookup(hosted.subdomain, hosted.port)
+                                          : backend->lookup_service(hosted.subdomain, hosted.service);
         };
         auto target = co_await on_pool<Result<Target>>(shared_->pool, lookup);
         if (!target) {
@@ -301,7 +304,8 @@ private:
         }
         const bool has_body = !parser.is_done();
         for (unsigned attempt = 0;; ++attempt) {
-            if (upstream_ && (upstream_->sandbox_id != target.sandbox_id || upstream_->port != target.port)) {
+            if (upstream_ && (upstream_->sandbox_id != target.sandbox_id || upstream_->port != target.port ||
+                              upstream_->service != target.service)) {
                 upstream_.reset();
             }
             if (!upstream_) {

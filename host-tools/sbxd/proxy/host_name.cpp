@@ -49,7 +49,8 @@ bool is_valid_domain(std::string_view domain) {
     }
 }
 
-std::optional<HostedName> parse_hosted_name(std::string_view host, std::string_view domain) {
+std::optional<HostedName> parse_hosted_name(std::string_view host, std::string_view domain,
+                                            std::span<const std::string> services) {
     // The port after the name, if any: digits only (a name has no ':').
     if (auto colon = host.find(':'); colon != std::string_view::npos) {
         std::string_view port = host.substr(colon + 1);
@@ -75,6 +76,9 @@ std::optional<HostedName> parse_hosted_name(std::string_view host, std::string_v
     }
     std::string_view subdomain = label.substr(0, hyphen);
     std::string_view port_text = label.substr(hyphen + 1);
+    if (is_label(subdomain) && std::find(services.begin(), services.end(), port_text) != services.end()) {
+        return HostedName{std::string(subdomain), 0, std::string(port_text)};
+    }
     if (!is_label(subdomain) || port_text.empty() || port_text.size() > 5 || port_text.front() == '0') {
         return std::nullopt;
     }

@@ -99,6 +99,15 @@ Result<Proxy> Proxy::start(asio::io_context& io, ProxyConfig config, std::shared
         return make_coded_error("invalid_argument", "the proxy's domain '{}' is not a host name",
                                 config.domain);
     }
+    for (const auto& service : config.services) {
+        // A word that is a label of the domain's syntax, and no port.
+        if (!is_valid_domain(service) || service.find('.') != std::string::npos ||
+            service.find_first_not_of("0123456789") == std::string::npos ||
+            service.find_first_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
+            return make_coded_error("invalid_argument", "the proxy's service word '{}' is not a lower-case label",
+                                    service);
+        }
+    }
     const auto& limits = config.limits;
     if (limits.backend_threads == 0 || limits.max_connections == 0 || limits.max_header_bytes < 1024) {
         return make_coded_error(

@@ -26,6 +26,7 @@ struct Target {
     bool is_public = false;  // false: a request needs `token` (cookie, bearer or _token)
     std::string token;
     bool guest_loopback = false;  // the backend's own: the app listens on the guest's 127.0.0.1
+    std::string service{};        // the ProxyConfig::services word it was named by; "" for a port
 };
 
 // A connected stream socket (Unix or TCP) to the app, and the bytes
@@ -48,6 +49,11 @@ public:
     // `subdomain` is a DNS label ([a-z0-9] and inner '-'), port 1-65535.
     // Code "not_found" → 404; any other error → 503.
     virtual Result<Target> lookup(std::string_view subdomain, std::uint16_t port) = 0;
+    // `<subdomain>-<service>.<domain>`, `service` one of
+    // ProxyConfig::services; the same codes as lookup.
+    virtual Result<Target> lookup_service(std::string_view subdomain, std::string_view service) {
+        return Error{fmt::format("nothing is served at {}-{}", subdomain, service), 0, "not_found"};
+    }
     // Codes "connect_failed", "agent_unavailable" → 502 (nothing listens
     // yet), "conflict" → 409, "not_found" → 404, any other → 503.
     virtual Result<Upstream> connect(const Target& target) = 0;
@@ -74,6 +80,9 @@ struct ProxyLimits {
 
 struct ProxyConfig {
     std::string domain = "sbx.localhost";  // host names are <subdomain>-<port>.<domain>
+    // Words that may stand for the port (lower-case labels, not numbers):
+    // such names go to Backend::lookup_service.
+    std::vector<std::string> services{};
     std::string cert_chain_pem;            // the leaf first, then intermediates (a wildcard *.<domain>, say)
     std::string private_key_pem;
     ProxyLimits limits;

@@ -180,6 +180,23 @@ TEST_CASE("a private port without the token is 401; bearer, X-Sbx-Auth and the c
     CHECK(world.backend->activities.load() > 0);
 }
 
+TEST_CASE("a service name goes to lookup_service, each with its own token") {
+    World world;
+    auto url = [&](std::string_view service) {
+        return shell_quote(fmt::format("https://app-{}.sbx.localhost:{}/headers", service, world.port()));
+    };
+    auto bearer = [](const std::string& token) { return "-H 'Authorization: Bearer " + token + "' "; };
+    auto desktop = answer_of(world.curl(bearer(kDesktopToken) + url("desktop") + kWrite));
+    REQUIRE(desktop.status == 200);
+    CHECK(nlohmann::json::parse(desktop.body)["path"] == "/headers");
+    CHECK(answer_of(world.curl(bearer(kViewToken) + url("view") + kWrite)).status == 200);
+    // One link's token opens no other: view-only never grants control.
+    check_page(answer_of(world.curl(bearer(kViewToken) + url("desktop") + kWrite)), 401);
+    check_page(answer_of(world.curl(bearer(kDesktopToken) + url("view") + kWrite)), 401);
+    check_page(answer_of(world.curl(bearer(kToken) + url("desktop") + kWrite)), 401);
+    check_page(answer_of(world.curl(url("view") + kWrite)), 401);
+}
+
 TEST_CASE("a public port needs no token; the app sees X-Forwarded-*") {
     World world;
     auto answer = answer_of(world.curl("-H 'X-Forwarded-For: 203.0.113.9' " +
@@ -391,4 +408,12 @@ TEST_CASE("start refuses a bad configuration") {
     auto bad_domain = Proxy::start(io, config, backend);
     REQUIRE_FALSE(bad_domain.has_value());
     CHECK(bad_domain.error().code == "invalid_argument");
+    config.domain = "sbx.localhost";
+    for (const char* word : {"8080", "Desktop", "a.b", ""}) {
+        CAPTURE(word);
+        config.services = {word};
+        auto bad_service = Proxy::start(io, config, backend);
+        REQUIRE_FALSE(bad_service.has_value());
+        CHECK(bad_service.error().code == "invalid_argument");
+    }
 }

@@ -27,6 +27,9 @@
 namespace sbx::sbxd::proxy::testing {
 
 inline const std::string kToken = "tok-123_abc";
+// The service names app-desktop (kDesktopToken) and app-view (kViewToken).
+inline const std::string kDesktopToken = "desk-456";
+inline const std::string kViewToken = "view-789";
 inline constexpr std::uint16_t kAppPort = 8080;
 
 inline std::string shell_quote(std::string_view text) {
@@ -102,6 +105,14 @@ public:
         return make_coded_error("not_found", "no sandbox {}", subdomain);
     }
 
+    Result<Target> lookup_service(std::string_view subdomain, std::string_view service) override {
+        if (subdomain != "app") {
+            return make_coded_error("not_found", "no sandbox {}", subdomain);
+        }
+        return Target{"sbx_app", 0, false, service == "view" ? kViewToken : kDesktopToken, false,
+                      std::string(service)};
+    }
+
     Result<Upstream> connect(const Target& target) override {
         connects.fetch_add(1);
         if (target.sandbox_id == "sbx_busy") {
@@ -171,6 +182,7 @@ struct World {
         config.cert_chain_pem = read_text(dir / "cert.pem");
         config.private_key_pem = read_text(dir / "key.pem");
         config.limits = limits;
+        config.services = {"desktop", "view"};
         auto started = Proxy::start(io, config, backend);
         if (!started) {
             throw std::runtime_error(started.error().to_string());
@@ -216,6 +228,9 @@ struct World {
         std::string resolve;
         for (const char* sub : {"app", "pub", "refuse", "busy", "nope"}) {
             resolve += fmt::format(" --resolve {}-{}.sbx.localhost:{}:127.0.0.1", sub, kAppPort, port());
+        }
+        for (const char* service : {"desktop", "view"}) {
+            resolve += fmt::format(" --resolve app-{}.sbx.localhost:{}:127.0.0.1", service, port());
         }
         resolve += fmt::format(" --resolve other.localhost:{}:127.0.0.1", port());
         return run(fmt::format("curl -sS --cacert {} {} {} 2>&1", shell_quote((dir / "cert.pem").string()),

@@ -2,6 +2,9 @@
 // headers, error pages.
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include <boost/beast/http/fields.hpp>
 
 #include "host-tools/sbxd/proxy/auth.hpp"
@@ -35,6 +38,23 @@ TEST_CASE("names that are not hosted ports") {
         CHECK_FALSE(parse_hosted_name(host, "sbx.localhost").has_value());
     }
     CHECK_FALSE(parse_hosted_name(std::string(64, 'a') + "-80.sbx.localhost", "sbx.localhost").has_value());
+}
+
+TEST_CASE("service words stand where the port does, and only those given") {
+    const std::vector<std::string> services{"desktop", "view"};
+    auto desktop = parse_hosted_name("3f9a0c1d2e-Desktop.sbx.localhost:8443", "sbx.localhost", services);
+    REQUIRE(desktop.has_value());
+    CHECK(desktop->subdomain == "3f9a0c1d2e");
+    CHECK(desktop->service == "desktop");
+    CHECK(desktop->port == 0);
+    CHECK(parse_hosted_name("a-b-view.sbx.localhost", "sbx.localhost", services)->subdomain == "a-b");
+    CHECK(parse_hosted_name("a-8080.sbx.localhost", "sbx.localhost", services)->service.empty());
+    CHECK_FALSE(parse_hosted_name("a-desktop.sbx.localhost", "sbx.localhost").has_value());
+    for (const char* host : {"a-viewer.sbx.localhost", "-desktop.sbx.localhost", "desktop.sbx.localhost",
+                             "a-desktop.other.localhost", "x.a-desktop.sbx.localhost"}) {
+        CAPTURE(host);
+        CHECK_FALSE(parse_hosted_name(host, "sbx.localhost", services).has_value());
+    }
 }
 
 TEST_CASE("domains") {
