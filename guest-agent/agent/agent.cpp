@@ -73,6 +73,7 @@ Agent::Agent(AgentOptions options)
     register_health_ops(ops_);
     register_identity_ops(ops_);
     register_freeze_ops(ops_);
+    register_desktop_ops(ops_);
     if (!door_.has_token()) {
         log::warn("no sbx.token on the kernel command line: any client that reaches the agent is served");
     }

@@ -80,7 +80,7 @@ using OpHandler = std::function<Result<void>(Session&, const Json& request)>;
 using OpTable = std::map<std::string, OpHandler, std::less<>>;
 
 // Each area registers its ops (exec.cpp, files.cpp, tar.cpp, forward.cpp, health.cpp, identity_ops.cpp,
-// freeze_ops.cpp).
+// freeze_ops.cpp, desktop_ops.cpp).
 void register_exec_ops(OpTable& ops);
 void register_file_ops(OpTable& ops);
 void register_tar_ops(OpTable& ops);
@@ -88,6 +88,7 @@ void register_forward_ops(OpTable& ops);
 void register_health_ops(OpTable& ops);
 void register_identity_ops(OpTable& ops);
 void register_freeze_ops(OpTable& ops);
+void register_desktop_ops(OpTable& ops);
 
 class Agent {
 public:

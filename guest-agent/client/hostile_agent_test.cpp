@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "guest-agent/client/agent_client.hpp"
+#include "guest-agent/desktop/desktop_client.hpp"
 #include "guest-agent/exec/exec_client.hpp"
 #include "guest-agent/files/files_client.hpp"
 #include "guest-agent/identity/identity_client.hpp"
@@ -468,4 +469,131 @@ TEST_CASE("an upload the agent stops reading times out") {
     REQUIRE_FALSE(written);
     CHECK(is_timeout(written.error()));
     CHECK(client->abandoned());
+}
+
+namespace {
+
+// A PNG's signature and IHDR start, as far as the desktop client reads it.
+std::string png_header(std::uint32_t width, std::uint32_t height) {
+    std::string png("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16);
+    for (std::uint32_t v : {width, height}) {
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            png += static_cast<char>((v >> shift) & 0xff);
+        }
+    }
+    return png;
+}
+
+Script image_reply(std::string png, Json result) {
+    return [png = std::move(png), result = std::move(result)](FrameStream& s) {
+        REQUIRE(s.read_message());
+        const auto bytes = bytes_of(png);
+        (void)s.write_data(Channel::Content, 0, bytes);
+        (void)s.write_eof(Channel::Content);
+        (void)s.write_message(result);
+        until_closed(s);
+    };
+}
+
+}  // namespace
+
+TEST_CASE("desktop: a screenshot arrives as base64 with the PNG's size") {
+    FakeAgent agent(image_reply(png_header(1280, 800),
+                                Json{{"type", "result"}, {"width", 1280}, {"height", 800}, {"bytes", 24}}));
+    auto client = agent.connect();
+    REQUIRE(client);
+    auto shot = desktop_action(*client, Json{{"action", "screenshot"}});
+    REQUIRE_MESSAGE(shot, (shot ? "" : shot.error().to_string()));
+    CHECK((*shot)["width"] == 1280);
+    CHECK((*shot)["height"] == 800);
+    CHECK((*shot)["png"].get<std::string>().size() == 32);  // base64 of 24 bytes
+}
+
+TEST_CASE("desktop: images that are no PNG, or not of the size the reply says, are errors") {
+    SUBCASE("not a PNG") {
+        FakeAgent agent(image_reply(std::string(24, 'x'),
+                                    Json{{"type", "result"}, {"width", 1}, {"height", 1}, {"bytes", 24}}));
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_action(*client, Json{{"action", "screenshot"}}), "not a PNG");
+    }
+    SUBCASE("another size") {
+        FakeAgent agent(image_reply(png_header(10, 10),
+                                    Json{{"type", "result"}, {"width", 11}, {"height", 10}, {"bytes", 24}}));
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_image(*client, Json{{"action", "zoom"}, {"region", {0, 0, 11, 10}}}), "not a PNG");
+    }
+    SUBCASE("a size out of range") {
+        FakeAgent agent(image_reply(png_header(10, 10),
+                                    Json{{"type", "result"}, {"width", -1}, {"height", 10}, {"bytes", 24}}));
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_action(*client, Json{{"action", "screenshot"}}), "width");
+        CHECK(client->abandoned());
+    }
+    SUBCASE("over the caller's cap") {
+        FakeAgent agent(image_reply(png_header(10, 10) + std::string(100, 'x'),
+                                    Json{{"type", "result"}, {"width", 10}, {"height", 10}, {"bytes", 124}}));
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_action(*client, Json{{"action", "screenshot"}}, 64), "cap");
+    }
+}
+
+TEST_CASE("desktop: status and action replies are checked") {
+    SUBCASE("a running desktop without its display") {
+        FakeAgent agent([](FrameStream& s) {
+            request_then(s, {Json{{"type", "result"}, {"running", true}, {"width", 5}, {"height", 5}}});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_status(*client), "display");
+    }
+    SUBCASE("a wrong-typed port") {
+        FakeAgent agent([](FrameStream& s) {
+            request_then(s, {Json{{"type", "result"}, {"display", 1}, {"vnc_port", "5901"}, {"width", 5},
+                                  {"height", 5}, {"started", true}}});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_start(*client), "vnc_port");
+    }
+    SUBCASE("a start reply is read") {
+        FakeAgent agent([](FrameStream& s) {
+            request_then(s, {Json{{"type", "result"}, {"display", 1}, {"vnc_port", 5901}, {"width", 1280},
+                                  {"height", 800}, {"started", true}}});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        auto info = desktop_start(*client);
+        REQUIRE(info);
+        CHECK(info->running);
+        CHECK(info->started);
+        CHECK(info->vnc_port == 5901);
+        CHECK(info->width == 1280);
+    }
+    SUBCASE("a cursor position that is not a number") {
+        FakeAgent agent([](FrameStream& s) {
+            request_then(s, {Json{{"type", "result"}, {"x", "1"}, {"y", 2}}});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        check_error(desktop_action(*client, Json{{"action", "cursor_position"}}), "x");
+    }
+    SUBCASE("an action's stderr is made printable") {
+        FakeAgent agent([](FrameStream& s) {
+            request_then(s, {Json{{"type", "result"}, {"stderr", "bad\x1b[31mkey"}}});
+            until_closed(s);
+        });
+        auto client = agent.connect();
+        REQUIRE(client);
+        auto r = desktop_action(*client, Json{{"action", "key"}, {"text", "a"}});
+        REQUIRE(r);
+        CHECK((*r)["stderr"] == "bad?[31mkey");
+    }
 }

@@ -163,22 +163,6 @@ int run_child(void* arg) {
     ::_exit(126);
 }
 
-std::vector<std::string> program_candidates(const std::string& program, std::string_view path) {
-    if (program.find('/') != std::string::npos) {
-        return {program};
-    }
-    std::vector<std::string> out;
-    while (true) {
-        auto colon = path.find(':');
-        std::string_view dir = path.substr(0, colon);
-        out.push_back(fmt::format("{}/{}", dir.empty() ? "." : dir, program));  // "" means "." (POSIX)
-        if (colon == std::string_view::npos) {
-            return out;
-        }
-        path.remove_prefix(colon + 1);
-    }
-}
-
 // Later definitions of a variable replace earlier ones (getenv() would see
 // the first).
 std::vector<std::string> dedupe_env(const std::vector<std::string>& env) {
@@ -243,6 +227,22 @@ Result<Terminal> open_terminal(WindowSize size) {
 }
 
 }  // namespace
+
+std::vector<std::string> program_candidates(const std::string& program, std::string_view path) {
+    if (program.find('/') != std::string::npos) {
+        return {program};
+    }
+    std::vector<std::string> out;
+    while (true) {
+        auto colon = path.find(':');
+        std::string_view dir = path.substr(0, colon);
+        out.push_back(fmt::format("{}/{}", dir.empty() ? "." : dir, program));  // "" means "." (POSIX)
+        if (colon == std::string_view::npos) {
+            return out;
+        }
+        path.remove_prefix(colon + 1);
+    }
+}
 
 std::optional<std::string_view> env_value(const std::vector<std::string>& env, std::string_view key) {
     std::optional<std::string_view> value;

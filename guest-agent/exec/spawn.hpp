@@ -59,6 +59,10 @@ struct SpawnedProcess {
 // Sets a terminal's size; the kernel sends SIGWINCH to its foreground group.
 [[nodiscard]] Result<void> resize_terminal(int terminal_fd, WindowSize size);
 
+// Where execve is tried for `program`, in order: itself when it has a '/',
+// else each directory of `path` (a PATH value; an empty entry is ".").
+[[nodiscard]] std::vector<std::string> program_candidates(const std::string& program, std::string_view path);
+
 // The value of KEY in a "KEY=VALUE" list (the last one wins), or nullopt.
 [[nodiscard]] std::optional<std::string_view> env_value(const std::vector<std::string>& env,
                                                         std::string_view key);

@@ -38,6 +38,11 @@ inline constexpr std::string_view kLimit = "limit";
 inline constexpr std::string_view kConnectFailed = "connect_failed";
 inline constexpr std::string_view kIoError = "io_error";
 inline constexpr std::string_view kNoNetDevice = "no_net_device";
+// desktop (docs/agent-protocol.md, "Desktop")
+inline constexpr std::string_view kNotInstalled = "not_installed";
+inline constexpr std::string_view kStartFailed = "start_failed";
+inline constexpr std::string_view kNotRunning = "not_running";
+inline constexpr std::string_view kActionFailed = "action_failed";
 }  // namespace code
 
 // The error code for a failed system call's errno.
