@@ -20,9 +20,20 @@ namespace {
 using http::WsChannel;
 using http::WsMessage;
 
+// An error as the framing sends it: with the API's error message first,
+// or (plain) as the close alone.
+void fail(WsChannel& channel, const Error& error, const std::string& request_id, const TcpFraming& framing) {
+    if (framing.eof_messages) {
+        return ws_fail(channel, error, request_id);
+    }
+    channel.close(ws_close_for(error));
+}
+
 // The client's messages, into the stream, until its eof, its leaving or
 // a bad message.
-void relay_from_client(WsChannel& channel, int stream, const std::string& request_id) {
+void relay_from_client(WsChannel& channel, int stream, const std::string& request_id,
+                       const TcpFraming& framing) {
+    std::string filtered;
     while (true) {
         auto message = channel.receive();
         if (!message) {
@@ -30,14 +41,28 @@ void relay_from_client(WsChannel& channel, int stream, const std::string& reques
             return;
         }
         if (!message->text) {
-            if (!write_all(stream, message->data.data(), message->data.size())) {
+            const std::string* bytes = &message->data;
+            if (framing.client_filter) {
+                filtered.clear();
+                if (auto passed = framing.client_filter(message->data, filtered); !passed) {
+                    std::string reason = passed.error().message.substr(0, 123);  // RFC 6455 §5.5
+                    channel.close(http::WsClose{http::ws_close::kPolicyViolation, std::move(reason)});
+                    ::shutdown(stream, SHUT_RDWR);
+                    return;
+                }
+                bytes = &filtered;
+            }
+            if (!write_all(stream, bytes->data(), bytes->size())) {
                 ::shutdown(stream, SHUT_RDWR);
                 return;
             }
             continue;
         }
-        if (auto control = read_tcp_control(message->data); !control) {
-            ws_fail(channel, control.error(), request_id);
+        auto control = framing.eof_messages
+                           ? read_tcp_control(message->data)
+                           : Result<void>(make_coded_error(kWsUnsupportedData, "this stream takes binary messages only"));
+        if (!control) {
+            fail(channel, control.error(), request_id, framing);
             ::shutdown(stream, SHUT_RDWR);
             return;
         }
@@ -66,10 +91,10 @@ Result<void> read_tcp_control(std::string_view text) {
 }
 
 void relay_tcp(WsChannel& channel, UniqueFd stream, std::vector<std::uint8_t> received,
-               const std::string& request_id) {
+               const std::string& request_id, const TcpFraming& framing) {
     const int fd = stream.get();
     auto hook = channel.on_gone([fd] { ::shutdown(fd, SHUT_RDWR); });
-    std::thread input([&] { relay_from_client(channel, fd, request_id); });
+    std::thread input([&] { relay_from_client(channel, fd, request_id, framing); });
     bool sent = received.empty() ||
                 channel.send(WsMessage{false, std::string(received.begin(), received.end())}).has_value();
     std::string buffer(kTcpChunkBytes, '\0');
@@ -84,12 +109,12 @@ void relay_tcp(WsChannel& channel, UniqueFd stream, std::vector<std::uint8_t> re
             continue;
         }
         if (n == 0) {
-            guest_done = channel.send(tcp_eof_message()).has_value();
+            guest_done = framing.eof_messages && channel.send(tcp_eof_message()).has_value();
         } else if (!channel.gone()) {
-            ws_fail(channel,
+            fail(channel,
                  Error{fmt::format("the guest connection failed: {}", std::strerror(errno)), 0,
                        std::string(api::code::kAgentUnavailable)},
-                 request_id);
+                 request_id, framing);
         }
         break;
     }

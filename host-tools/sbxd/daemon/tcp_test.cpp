@@ -181,3 +181,77 @@ TEST_CASE("relay_tcp: a control message other than eof closes with 1003") {
     REQUIRE_FALSE(sent.messages.empty());
     CHECK(sent.messages.front().data.find(R"("type":"error")") != std::string::npos);
 }
+
+TEST_CASE("relay_tcp plain (the desktop's noVNC): binary only, the guest's end closes with 1000") {
+    http::WsChannel channel(1 << 20, 1 << 20, [] {});
+    auto [stream, guest] = socket_pair();
+    std::thread relay([&, s = std::move(stream)]() mutable {
+        relay_tcp(channel, std::move(s), {'R', 'F', 'B'}, "req_4", TcpFraming{.eof_messages = false});
+    });
+    REQUIRE(channel.push(http::WsMessage{false, "to the "}));
+    REQUIRE(channel.push(http::WsMessage{false, "guest"}));
+    std::string got(12, '\0');
+    std::size_t have = 0;
+    while (have < got.size()) {
+        ssize_t n = ::read(guest.get(), got.data() + have, got.size() - have);
+        REQUIRE(n > 0);
+        have += static_cast<std::size_t>(n);
+    }
+    CHECK(got == "to the guest");
+    const std::string screen(150000, 's');
+    REQUIRE(write_all(guest.get(), screen.data(), screen.size()).has_value());
+    guest.reset();  // the VNC server ends
+    Sent sent = drain(channel);
+    relay.join();
+    REQUIRE(sent.close);
+    CHECK(sent.close->code == http::ws_close::kNormal);
+    std::string back;
+    for (const auto& message : sent.messages) {
+        CHECK_FALSE(message.text);  // no {"type":"eof"}: noVNC takes every message as RFB bytes
+        back += message.data;
+    }
+    CHECK(back == "RFB" + screen);
+}
+
+TEST_CASE("relay_tcp plain: a text message closes with 1003, without an error message") {
+    http::WsChannel channel(1 << 20, 1 << 20, [] {});
+    auto [stream, guest] = socket_pair();
+    std::thread relay([&, s = std::move(stream)]() mutable {
+        relay_tcp(channel, std::move(s), {}, "req_5", TcpFraming{.eof_messages = false});
+    });
+    REQUIRE(channel.push(http::WsMessage{true, R"({"type":"eof"})"}));
+    Sent sent = drain(channel);
+    relay.join();
+    REQUIRE(sent.close);
+    CHECK(sent.close->code == http::ws_close::kUnsupportedData);
+    CHECK(sent.messages.empty());
+    CHECK(read_to_end(guest.get()).empty());
+}
+
+TEST_CASE("relay_tcp with a client filter: its bytes reach the guest, its refusal closes with 1008") {
+    http::WsChannel channel(1 << 20, 1 << 20, [] {});
+    auto [stream, guest] = socket_pair();
+    TcpFraming framing{.eof_messages = false};
+    framing.client_filter = [](std::string_view in, std::string& out) -> Result<void> {
+        if (in == "bad") {
+            return make_coded_error("rfb_refused", "a stream it cannot parse");
+        }
+        for (char c : in) {
+            if (c != 'x') {
+                out.push_back(c);  // drops every 'x'
+            }
+        }
+        return ok();
+    };
+    std::thread relay([&, s = std::move(stream)]() mutable {
+        relay_tcp(channel, std::move(s), {}, "req_6", framing);
+    });
+    REQUIRE(channel.push(http::WsMessage{false, "axbxc"}));
+    REQUIRE(channel.push(http::WsMessage{false, "bad"}));
+    Sent sent = drain(channel);
+    relay.join();
+    REQUIRE(sent.close);
+    CHECK(sent.close->code == http::ws_close::kPolicyViolation);
+    CHECK(sent.close->reason == "a stream it cannot parse");
+    CHECK(read_to_end(guest.get()) == "abc");
+}
