@@ -47,6 +47,30 @@ Response Response::error(const Error& error, std::string_view request_id) {
     return Response::error(api::to_api_error(error), request_id);
 }
 
+std::string choose_ws_protocol(const Request& request, std::string_view wanted) {
+    constexpr std::string_view kField = "sec-websocket-protocol";
+    for (const auto& [name, value] : request.headers) {
+        if (name.size() != kField.size() ||
+            !std::equal(name.begin(), name.end(), kField.begin(), [](char a, char b) {
+                return std::tolower(static_cast<unsigned char>(a)) == b;
+            })) {
+            continue;
+        }
+        std::string_view rest = value;
+        while (!rest.empty()) {
+            const auto comma = rest.find(',');
+            std::string_view token = rest.substr(0, comma);
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            const auto first = token.find_first_not_of(" \t");
+            const auto last = token.find_last_not_of(" \t");
+            if (first != std::string_view::npos && token.substr(first, last - first + 1) == wanted) {
+                return std::string(wanted);
+            }
+        }
+    }
+    return "";
+}
+
 Result<std::pair<std::string, Pairs>> split_target(std::string_view target) {
     auto parsed = boost::urls::parse_origin_form(target);
     if (!parsed) {

@@ -24,8 +24,10 @@ using Pairs = std::vector<std::pair<std::string, std::string>>;
 // Unix: sbxd's own socket (its file mode decides who connects); Tcp: a
 // bearer key on every request; Guest: the Unix socket that sandboxes'
 // guests reach over vsock (docs/sbxd.md, "The API inside a sandbox"),
-// where every request needs a bearer key too (SANDBOXER_TOKEN).
-enum class Transport { Unix, Tcp, Guest };
+// where every request needs a bearer key too (SANDBOXER_TOKEN); Proxied:
+// a connection sbxd's HTTPS proxy handed over after its own token check
+// (Server::serve: the desktop viewer), never the API's.
+enum class Transport { Unix, Tcp, Guest, Proxied };
 
 struct Request {
     std::string method;  // "GET", as sent
@@ -66,12 +68,21 @@ struct Response {
     // For a WebSocket request: the handshake is accepted (101) and this
     // runs the connection; status, body and headers are not sent.
     WsHandler websocket;
+    // The subprotocol the 101 names (Sec-WebSocket-Protocol, RFC 6455
+    // §4.2.2 item 5.4): one the client offered (choose_ws_protocol), or
+    // none.
+    std::string websocket_protocol{};
 
     // {"ok":true, "requestId":..., ...fields}
     [[nodiscard]] static Response ok(nlohmann::json fields, std::string_view request_id, int status = 200);
     [[nodiscard]] static Response error(const api::ApiError& error, std::string_view request_id);
     [[nodiscard]] static Response error(const Error& error, std::string_view request_id);
 };
+
+// The subprotocol to answer a WebSocket handshake with: `wanted` when the
+// request's Sec-WebSocket-Protocol fields (comma-separated tokens, any
+// number of fields: RFC 6455 §11.3.4) offer it, else "" (none named).
+[[nodiscard]] std::string choose_ws_protocol(const Request& request, std::string_view wanted);
 
 // Splits a request target ("/v1/sandboxes?labels=a%3Db") into its decoded
 // path and query; bad_request when it is not an origin-form target

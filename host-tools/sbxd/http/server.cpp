@@ -180,6 +180,23 @@ Result<std::string> Server::listen(const ListenAddress& address, SocketAccess un
     return fmt::format("tcp:{}:{}", host, bound.port());
 }
 
+void Server::serve(UniqueFd socket, RequestHandler handler) {
+    SessionContext context{workers_, threads_, std::make_shared<const RequestHandler>(std::move(handler)), nullptr,
+                           limits_, Transport::Proxied};
+    auto fd = std::make_shared<UniqueFd>(std::move(socket));
+    asio::post(io_, [this, fd, context = std::move(context)] {
+        LocalProtocol::socket adopted(io_);
+        beast::error_code ec;
+        adopted.assign(LocalProtocol(), fd->get(), ec);
+        if (ec) {
+            log::warn("serving a handed-over connection: {}", ec.message());
+            return;
+        }
+        fd->release();
+        std::make_shared<Session<LocalProtocol>>(std::move(adopted), context)->start();
+    });
+}
+
 void Server::close() {
     for (auto& listener : listeners_) {
         listener->close();

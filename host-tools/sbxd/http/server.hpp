@@ -21,6 +21,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include "base/unique_fd.hpp"
 #include "base/unix_socket.hpp"
 #include "host-tools/sbxd/http/message.hpp"
 
@@ -64,6 +65,12 @@ public:
     // Starts accepting; returns the address as it is bound (the real port
     // for tcp:...:0). Call on the io_context's thread or before it runs.
     [[nodiscard]] Result<std::string> listen(const ListenAddress& address, SocketAccess unix_access = {});
+    // Serves one connected stream socket (AF_UNIX: a socketpair's end) as
+    // if accepted, its requests going to `handler` instead of the server's
+    // own, with Transport::Proxied: sbxd's HTTPS proxy hands over the
+    // desktop viewer's connections so (daemon/desktop_viewer.hpp). Any
+    // thread may call it.
+    void serve(UniqueFd socket, RequestHandler handler);
     // Stops accepting (open connections finish their request); unlinks
     // the Unix sockets it made. The destructor also cancels the streams
     // still running and waits for their threads.

@@ -322,7 +322,8 @@ private:
     void start_websocket(Response response, const std::string& request_id) {
         auto ws = std::make_shared<WsSession<Protocol>>(std::move(stream_), context_.limits);
         closed_ = true;
-        ws->start(context_.threads, parser_->release(), std::move(response.websocket), request_id);
+        ws->start(context_.threads, parser_->release(), std::move(response.websocket), request_id,
+                  std::move(response.websocket_protocol));
     }
 
     void next_request() {

@@ -58,7 +58,7 @@ public:
     // Starts `handler` on a stream thread, then answers the handshake;
     // when no thread is free, answers 503 capacity_exceeded instead.
     void start(StreamThreads& threads, bhttp::request<bhttp::string_body> request, WsHandler handler,
-               std::string request_id) {
+               std::string request_id, std::string protocol = {}) {
         channel_ = std::make_shared<WsChannel>(limits_.stream_buffer_bytes, limits_.stream_buffer_bytes,
                                                [weak = this->weak_from_this()] {
                                                    if (auto s = weak.lock()) {
@@ -97,9 +97,12 @@ public:
         timeout.idle_timeout = limits_.ws_idle_timeout;
         timeout.keep_alive_pings = true;
         ws_.set_option(timeout);
-        ws_.set_option(websocket::stream_base::decorator([request_id](websocket::response_type& reply) {
+        ws_.set_option(websocket::stream_base::decorator([request_id, protocol](websocket::response_type& reply) {
             reply.set(bhttp::field::server, "sbxd");
             reply.set("X-Request-Id", request_id);
+            if (!protocol.empty()) {
+                reply.set(bhttp::field::sec_websocket_protocol, protocol);
+            }
         }));
         ws_.read_message_max(limits_.ws_max_message_bytes);
         ws_.auto_fragment(false);
