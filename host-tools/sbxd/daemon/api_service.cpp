@@ -126,6 +126,10 @@ void ApiService::add_routes() {
     sandbox_route("GET", "/v1/sandboxes/{id}/ports", &ApiService::list_sandbox_ports);
     sandbox_route("DELETE", "/v1/sandboxes/{id}/ports/{port}", &ApiService::unhost_port);
     host_route("GET", "/v1/ports", &ApiService::list_ports);
+    sandbox_route("POST", "/v1/sandboxes/{id}/desktop", &ApiService::start_desktop);
+    sandbox_route("GET", "/v1/sandboxes/{id}/desktop", &ApiService::get_desktop);
+    sandbox_route("POST", "/v1/sandboxes/{id}/desktop/actions", &ApiService::desktop_action);
+    sandbox_route("GET", "/v1/sandboxes/{id}/desktop/screenshot", &ApiService::desktop_screenshot);
     host_route("GET", "/v1/ca", &ApiService::certificate_authority);
     // Host-wide keys only (a read-only one may list): a sandbox's key
     // never makes another key, nor sees or revokes any.

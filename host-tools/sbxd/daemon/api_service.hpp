@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "guest-agent/desktop/desktop_client.hpp"
 #include "host-tools/sbxd/api/sizes.hpp"
 #include "host-tools/sbxd/daemon/admission.hpp"
 #include "host-tools/sbxd/daemon/guest_routes.hpp"
@@ -118,6 +119,14 @@ private:
     Response list_ports(const Request& request, const PathParams& params) const;
     Response unhost_port(const Request& request, const PathParams& params) const;
     Response certificate_authority(const Request& request, const PathParams& params) const;
+    // desktop_routes.cpp
+    [[nodiscard]] nlohmann::json desktop_view(const agent::DesktopInfo& info,
+                                              const std::optional<DesktopRecord>& desktop,
+                                              const Request& request) const;
+    Response start_desktop(const Request& request, const PathParams& params) const;
+    Response get_desktop(const Request& request, const PathParams& params) const;
+    Response desktop_action(const Request& request, const PathParams& params) const;
+    Response desktop_screenshot(const Request& request, const PathParams& params) const;
     // log_routes.cpp
     Response sandbox_logs(const Request& request, const PathParams& params) const;
     // lifecycle_routes.cpp

@@ -1,8 +1,11 @@
 #include "host-tools/sbxd/daemon/hosted_backend.hpp"
 
+#include <sys/socket.h>
+
 #include "guest-agent/forward/forward_client.hpp"
 #include "guest-agent/forward/tcp_socket.hpp"
 #include "host-tools/sbxd/api/api_error.hpp"
+#include "host-tools/sbxd/daemon/desktop_requests.hpp"
 
 namespace sbx::sbxd {
 
@@ -36,7 +39,35 @@ Result<proxy::Target> HostedBackend::lookup(std::string_view subdomain, std::uin
     return proxy::Target{found->sandbox_id, found->port, found->is_public, found->token, found->localhost};
 }
 
+Result<proxy::Target> HostedBackend::lookup_service(std::string_view subdomain, std::string_view service) {
+    if (!viewer_ || (service != kDesktopService && service != kViewService)) {
+        return make_coded_error("not_found", "nothing is served at {}-{}", subdomain, service);
+    }
+    auto found = store_.find_desktop(subdomain);
+    if (!found) {
+        return for_proxy(found.error());
+    }
+    const bool view_only = service == kViewService;
+    return proxy::Target{found->sandbox_id, 0, false, view_only ? found->view_token : found->token, false,
+                         std::string(service)};
+}
+
 Result<proxy::Upstream> HostedBackend::connect(const proxy::Target& target) {
+    if (!target.service.empty()) {
+        if (!viewer_) {
+            return make_coded_error("not_found", "no desktop viewer");
+        }
+        auto lease = guest_.hold(target.sandbox_id);
+        if (!lease) {
+            return for_proxy(lease.error());
+        }
+        int fds[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+            return sys_error("a socketpair for the desktop viewer").with_code("unavailable");
+        }
+        viewer_->serve(UniqueFd(fds[0]), target.sandbox_id, target.service == kViewService);
+        return proxy::Upstream{UniqueFd(fds[1]), {}, std::move(*lease)};
+    }
     if (target.guest_loopback) {
         auto client = guest_.connect(target.sandbox_id);
         if (!client) {

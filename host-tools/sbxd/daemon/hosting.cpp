@@ -5,6 +5,7 @@
 
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/crypto/certificate_authority.hpp"
+#include "host-tools/sbxd/daemon/desktop_requests.hpp"
 #include "host-tools/sbxd/http/server.hpp"
 
 namespace sbx::sbxd {
@@ -43,6 +44,7 @@ Result<std::optional<HostingPlan>> plan_hosting(const HostingOptions& options, c
     plan.listen = options.listen;
     plan.info = ProxyInfo{options.domain, options.url_port != 0 ? options.url_port : address->port};
     plan.proxy.domain = options.domain;
+    plan.proxy.services = {std::string(kDesktopService), std::string(kViewService)};
     if (!options.cert_path.empty()) {
         auto chain = read_pem(options.cert_path, "--proxy-cert");
         auto key = read_pem(options.key_path, "--proxy-key");
@@ -68,7 +70,8 @@ Result<std::optional<HostingPlan>> plan_hosting(const HostingOptions& options, c
 }
 
 Result<proxy::Proxy> start_hosting(boost::asio::io_context& io, const HostingPlan& plan,
-                                   std::shared_ptr<proxy::Backend> backend) {
+                                   std::shared_ptr<HostedBackend> backend) {
+    backend->serve_desktops(io);
     auto started = proxy::Proxy::start(io, plan.proxy, std::move(backend));
     if (!started) {
         return started.error();

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "host-tools/sbxd/daemon/api_service.hpp"
+#include "host-tools/sbxd/daemon/hosted_backend.hpp"
 #include "host-tools/sbxd/proxy/proxy.hpp"
 
 namespace sbx::sbxd {
@@ -34,8 +35,8 @@ struct HostingPlan {
 [[nodiscard]] Result<std::optional<HostingPlan>> plan_hosting(const HostingOptions& options,
                                                               const std::string& state_dir);
 
-// The proxy, listening.
+// The proxy, listening, with the desktops' links served by `backend`.
 [[nodiscard]] Result<proxy::Proxy> start_hosting(boost::asio::io_context& io, const HostingPlan& plan,
-                                                 std::shared_ptr<proxy::Backend> backend);
+                                                 std::shared_ptr<HostedBackend> backend);
 
 }  // namespace sbx::sbxd

@@ -15,6 +15,9 @@ using namespace sbx;
 using namespace sbx::sbxd;
 using nlohmann::json;
 
+using testing::code_of;
+using testing::header;
+
 namespace {
 
 struct LogDriver final : testing::UnusedDriver {
@@ -47,19 +50,6 @@ struct Fixture {
         return service->handle(testing::api_request("GET", target, {}, std::move(headers), transport));
     }
 };
-
-std::string header(const http::Response& response, std::string_view name) {
-    for (const auto& [key, value] : response.headers) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return "";
-}
-
-std::string code_of(const http::Response& response) {
-    return json::parse(response.body).value("code", "");
-}
 
 // The whole body, streamed or not.
 std::string body_of(const http::Response& response) {

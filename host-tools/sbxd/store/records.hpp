@@ -71,6 +71,22 @@ struct HostedPortRecord {
     bool operator==(const HostedPortRecord&) const = default;
 };
 
+// A sandbox's desktop as sbxd's proxy shows it (docs/api.md, "The
+// desktop"): https://<subdomain>-desktop.<domain> (control) and
+// https://<subdomain>-view.<domain> (view only), each with its own token,
+// and the display the agent last started.
+struct DesktopRecord {
+    std::string sandbox_id;
+    std::string subdomain;   // [a-z0-9]+, its own (not the hosted ports')
+    std::string token;       // the control link's secret
+    std::string view_token;  // the view-only link's
+    int display = 1;
+    std::uint16_t vnc_port = 5901;  // the VNC server's port on the guest's 127.0.0.1
+    int width = 0, height = 0;
+    UnixMillis created_at = 0;
+    bool operator==(const DesktopRecord&) const = default;
+};
+
 struct ApiKeyRecord {
     std::string id;    // public, for listing and revoking
     std::string hash;  // hex SHA-256 of the key

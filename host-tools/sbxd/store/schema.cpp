@@ -142,8 +142,25 @@ ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 ALTER TABLE exec_history ADD COLUMN key_id TEXT;
 )sql";
 
+// Version 8: desktops (docs/api.md, "The desktop"): a sandbox's desktop
+// links at https://<subdomain>-desktop.<domain> and -view, a token each,
+// and the display its agent started.
+constexpr std::string_view kVersion8 = R"sql(
+CREATE TABLE desktops (
+    sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,
+    subdomain TEXT NOT NULL UNIQUE,
+    token TEXT NOT NULL,
+    view_token TEXT NOT NULL,
+    display INTEGER NOT NULL,
+    vnc_port INTEGER NOT NULL,
+    width INTEGER NOT NULL,
+    height INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+)sql";
+
 constexpr std::string_view kMigrations[] = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                            kVersion5, kVersion6, kVersion7};
+                                            kVersion5, kVersion6, kVersion7, kVersion8};
 
 }  // namespace
 

@@ -137,6 +137,14 @@ public:
     [[nodiscard]] Result<HostedPortRecord> find_hosted_port(std::string_view subdomain, std::uint16_t port);
     [[nodiscard]] Result<void> unhost_port(const std::string& sandbox_id, std::uint16_t port);
 
+    // Desktops (store_desktops.cpp), one per sandbox, gone with it.
+    // set_desktop adds it, or changes its display, port and size keeping
+    // its subdomain, tokens and creation time; the row as stored.
+    [[nodiscard]] Result<DesktopRecord> set_desktop(const DesktopRecord& desktop);
+    [[nodiscard]] Result<std::optional<DesktopRecord>> get_desktop(const std::string& sandbox_id);
+    // By the subdomain of its links: not_found when none.
+    [[nodiscard]] Result<DesktopRecord> find_desktop(std::string_view subdomain);
+
     // API keys (only their hashes are stored).
     [[nodiscard]] Result<void> add_api_key(const ApiKeyRecord& key);
     [[nodiscard]] Result<std::optional<ApiKeyRecord>> find_api_key(const std::string& hash);

@@ -52,6 +52,21 @@ inline http::Request api_request(std::string method, const std::string& target, 
     return request;
 }
 
+// A response's first header of that name (as the handler set it), or "".
+inline std::string header(const http::Response& response, std::string_view name) {
+    for (const auto& [key, value] : response.headers) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return "";
+}
+
+// The API error code of a JSON error response.
+inline std::string code_of(const http::Response& response) {
+    return nlohmann::json::parse(response.body).value("code", "");
+}
+
 // A small sandbox from "default", created at AT, in the store.
 inline SandboxRecord add_sandbox(Store& store, const std::string& id, UnixMillis at = 1'700'000'000'000) {
     SandboxRecord s;
