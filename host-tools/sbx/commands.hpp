@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host-tools/sbx/api_requests.hpp"
+#include "host-tools/sbx/desktop_actions.hpp"
 #include "host-tools/sbx/http_client.hpp"
 #include "host-tools/sbx/output.hpp"
 
@@ -86,6 +87,20 @@ int run_host(const Context& ctx, const HostCommand& command);
 int run_host_ls(const Context& ctx, const std::string& id);  // id empty: every sandbox's
 int run_unhost(const Context& ctx, const std::string& id, std::uint16_t port);
 int run_ca(const Context& ctx);
+
+// commands_desktop.cpp: the desktop (docs/api.md, "The desktop").
+struct DesktopCommand {
+    std::string id;
+    // Empty: start it and print its link; `status`, `screenshot`, or an
+    // action with its arguments (desktop_actions.hpp).
+    std::vector<std::string> words;
+    DesktopFlags flags;
+    bool view_only = false;  // print the link that only shows
+    std::optional<unsigned> display, width, height;
+    std::string output;      // screenshot -o FILE (- for stdout)
+    unsigned max_width = 0;  // screenshot --max-width N (0: full size)
+};
+int run_desktop(const Context& ctx, const DesktopCommand& command);
 
 // commands_exec.cpp
 struct ExecCommand {

@@ -1,7 +1,8 @@
 // sbx: the command line over sbxd's API (docs/sbx.md, docs/api.md).
 //
 //   sbx new | ls | info | exec | scp | logs | forward | ssh | ssh-proxy | ssh-config | stop | resume |
-//   ttl | idle | egress | fork | snapshot | keys | rm | history | events | host | unhost | ca | mcp
+//   ttl | idle | egress | fork | snapshot | keys | rm | history | events | host | unhost | ca | desktop |
+//   mcp
 //
 // SBX_HOST picks the daemon (unix:PATH, default unix:/run/sandboxer/sbxd.sock,
 // or http://HOST:PORT with SBX_API_KEY). On a terminal it prints tables
@@ -44,6 +45,7 @@ struct Flags {
     LogsCommand logs;
     std::string tail;  // logs --tail BYTES
     HostCommand host;
+    DesktopCommand desktop;
     ForwardCommand forward;
     SshProxyCommand ssh_proxy;
     bool install = false;       // ssh-config --install
@@ -238,6 +240,24 @@ int main(int argc, char** argv) {
     unhost->add_option("port", f.host.port, "the guest port")->required()->type_name("PORT");
     auto* ca = app.add_subcommand("ca", "sbxd's CA certificate (PEM), for clients to trust its hosted URLs");
 
+    auto& d = f.desktop;
+    auto* desktop = app.add_subcommand(
+        "desktop", "the desktop: desktop ID (start; print its link) | status | screenshot [-o FILE] | "
+                   "click X Y | move X Y | type TEXT | key KEYS | scroll X Y DIR [N] | cursor");
+    desktop->add_option("id", d.id, "sandbox id")->required();
+    desktop->add_option("action", d.words, "what to do (none: start it and print its link)")
+        ->type_name("ACTION ARGS...");
+    desktop->add_flag("--view-only", d.view_only, "print the link that shows the screen but takes no input");
+    desktop->add_option("--display", d.display, "start: the X display (default 1)")->type_name("N");
+    desktop->add_option("--width", d.width, "start: the screen's width (default 1280)")->type_name("PX");
+    desktop->add_option("--height", d.height, "start: the screen's height (default 800)")->type_name("PX");
+    desktop->add_option("-o,--output", d.output, "screenshot: the PNG's file (- for stdout; default ID-screenshot.png)")
+        ->type_name("FILE");
+    desktop->add_option("--max-width", d.max_width, "screenshot: scaled down to at most this wide")->type_name("N");
+    desktop->add_option("--button", d.flags.button, "click: left, right or middle")->type_name("BUTTON");
+    desktop->add_flag("--double", d.flags.double_click, "click: a double click");
+    desktop->add_flag("--triple", d.flags.triple_click, "click: a triple click");
+
     auto* mcp = app.add_subcommand("mcp", "an MCP server on stdio whose tools drive this host's sandboxes");
     mcp->add_option("--config", f.mcp.config, "defaults from this TOML file (default ~/.config/sandboxer/mcp.toml)");
     mcp->add_option("--size", f.mcp.size, "the size of sandboxes it creates: small, default, large, xlarge");
@@ -280,8 +300,11 @@ int main(int argc, char** argv) {
         }
         f.logs.tail = *bytes;
     }
-    if (!after_dashes.empty() && !*exec && !*ssh) {
-        return out.fail(make_coded_error("usage", "only exec and ssh take -- CMD..."));
+    if (!after_dashes.empty() && !*exec && !*ssh && !*desktop) {
+        return out.fail(make_coded_error("usage", "only exec, ssh and desktop take -- ..."));
+    }
+    if (*desktop) {
+        d.words.insert(d.words.end(), after_dashes.begin(), after_dashes.end());
     }
     f.ssh_proxy.authorize = !f.no_authorize;
     e.exec.command.insert(e.exec.command.end(), after_dashes.begin(), after_dashes.end());
@@ -350,6 +373,8 @@ int main(int argc, char** argv) {
         return run_unhost(ctx, f.id, f.host.port);
     if (*ca)
         return run_ca(ctx);
+    if (*desktop)
+        return run_desktop(ctx, f.desktop);
     if (*mcp)
         return run_mcp(ctx, f.mcp, kVersion);
     return kExitUsage;

@@ -1,9 +1,10 @@
 // The pure parts of sbx: flags -> request bodies and targets, SBX_HOST,
 // the NDJSON and SSE decoders, base64, error events and tables, forward's
-// ports and targets, the ssh setup.
+// ports and targets, the ssh setup, the desktop's actions.
 #include <doctest/doctest.h>
 
 #include "host-tools/sbx/api_requests.hpp"
+#include "host-tools/sbx/desktop_actions.hpp"
 #include "host-tools/sbx/http_client.hpp"
 #include "host-tools/sbx/output.hpp"
 #include "host-tools/sbx/stream_decoders.hpp"
@@ -454,4 +455,35 @@ TEST_CASE("ssh: the stanza is appended to ~/.ssh/config once") {
     text2 << in2.rdbuf();
     CHECK(text2.str() == "Host work\n    User me\n\n" + stanza);
     REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+}
+
+TEST_CASE("desktop: the words after the id as computer-use actions") {
+    auto body = [](std::vector<std::string> words, DesktopFlags flags = {}) {
+        return desktop_action_body(words, flags);
+    };
+    CHECK(body({"click", "10", "20"})->dump() == R"({"action":"left_click","coordinate":[10,20]})");
+    CHECK((*body({"click", "1", "2"}, {"right", false, false}))["action"] == "right_click");
+    CHECK((*body({"click", "1", "2"}, {"middle", false, false}))["action"] == "middle_click");
+    CHECK((*body({"click", "1", "2"}, {"left", true, false}))["action"] == "double_click");
+    CHECK((*body({"click", "1", "2"}, {"left", false, true}))["action"] == "triple_click");
+    CHECK(body({"move", "5", "6"})->dump() == R"({"action":"mouse_move","coordinate":[5,6]})");
+    CHECK(body({"type", "hello world"})->dump() == R"({"action":"type","text":"hello world"})");
+    CHECK(body({"key", "ctrl+s"})->dump() == R"({"action":"key","text":"ctrl+s"})");
+    CHECK(body({"scroll", "5", "6", "down"})->dump() ==
+          R"({"action":"scroll","coordinate":[5,6],"scroll_direction":"down","scroll_amount":3})");
+    CHECK((*body({"scroll", "5", "6", "up", "10"}))["scroll_amount"] == 10);
+    CHECK(body({"cursor"})->dump() == R"({"action":"cursor_position"})");
+    for (const auto& words : std::vector<std::vector<std::string>>{
+             {}, {"click", "1"}, {"click", "-1", "2"}, {"click", "1", "2", "3"}, {"move", "x", "1"},
+             {"type"}, {"type", "a", "b"}, {"scroll", "1", "2", "sideways"}, {"scroll", "1", "2", "up", "many"},
+             {"cursor", "now"}, {"jump"}}) {
+        CAPTURE(words.size());
+        auto refused = body(words);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error().code == "usage");
+    }
+    CHECK(body({"click", "1", "2"}, {"right", true, false}).error().code == "usage");  // a double right click
+    CHECK(body({"click", "1", "2"}, {"left", true, true}).error().code == "usage");
+    CHECK(body({"click", "1", "2"}, {"up", false, false}).error().code == "usage");
+    CHECK(body({"move", "1", "2"}, {"right", false, false}).error().code == "usage");  // --button is click's
 }
