@@ -4,6 +4,8 @@
 // screen in a browser (desktop_viewer.hpp). Each call reaches the agent
 // as any guest request does: a paused sandbox wakes, the call holds an
 // activity lease.
+#include <utility>
+
 #include "guest-agent/desktop/desktop_client.hpp"
 #include "host-tools/sbxd/api/api_error.hpp"
 #include "host-tools/sbxd/crypto/random.hpp"
@@ -35,6 +37,22 @@ Result<DesktopRecord> new_links(const std::string& sandbox_id, UnixMillis now) {
     record.view_token = std::move(*view_token);
     record.created_at = now;
     return record;
+}
+
+// `op` on a new connection to the sandbox's agent (waking it, leased while
+// it runs); the agent's error as the API's (desktop_error).
+template <typename Op>
+auto on_agent(const GuestRoutes& guest, const std::string& id, const Op& op)
+    -> decltype(op(std::declval<agent::AgentClient&>())) {
+    auto client = guest.connect(id);
+    if (!client) {
+        return client.error();
+    }
+    auto result = op(**client);
+    if (!result) {
+        return desktop_error(result.error());
+    }
+    return result;
 }
 
 }  // namespace
@@ -69,13 +87,10 @@ Response ApiService::start_desktop(const Request& request, const PathParams& par
         return Response::error(body.error(), request.request_id);
     }
     const std::string& id = params.at("id");
-    auto client = guest_.connect(id);
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto info = agent::desktop_start(**client, desktop_start_options(*body));
+    const auto options = desktop_start_options(*body);
+    auto info = on_agent(guest_, id, [&](agent::AgentClient& client) { return agent::desktop_start(client, options); });
     if (!info) {
-        return Response::error(desktop_error(info.error()), request.request_id);
+        return Response::error(info.error(), request.request_id);
     }
     auto links = new_links(id, clock_());
     if (!links) {
@@ -100,13 +115,9 @@ Response ApiService::start_desktop(const Request& request, const PathParams& par
 
 Response ApiService::get_desktop(const Request& request, const PathParams& params) const {
     const std::string& id = params.at("id");
-    auto client = guest_.connect(id);
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto info = agent::desktop_status(**client);
+    auto info = on_agent(guest_, id, [](agent::AgentClient& client) { return agent::desktop_status(client); });
     if (!info) {
-        return Response::error(desktop_error(info.error()), request.request_id);
+        return Response::error(info.error(), request.request_id);
     }
     auto desktop = store_.get_desktop(id);
     if (!desktop) {
@@ -120,13 +131,10 @@ Response ApiService::desktop_action(const Request& request, const PathParams& pa
     if (!action) {
         return Response::error(action.error(), request.request_id);
     }
-    auto client = guest_.connect(params.at("id"));
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto result = agent::desktop_action(**client, *action);
+    auto result = on_agent(guest_, params.at("id"),
+                           [&](agent::AgentClient& client) { return agent::desktop_action(client, *action); });
     if (!result) {
-        return Response::error(desktop_error(result.error()), request.request_id);
+        return Response::error(result.error(), request.request_id);
     }
     return Response::ok({{"action", (*action)["action"]}, {"result", std::move(*result)}}, request.request_id);
 }
@@ -141,13 +149,10 @@ Response ApiService::desktop_screenshot(const Request& request, const PathParams
     if (!action) {
         return Response::error(action.error(), request.request_id);
     }
-    auto client = guest_.connect(params.at("id"));
-    if (!client) {
-        return Response::error(client.error(), request.request_id);
-    }
-    auto image = agent::desktop_image(**client, *action);
+    auto image = on_agent(guest_, params.at("id"),
+                          [&](agent::AgentClient& client) { return agent::desktop_image(client, *action); });
     if (!image) {
-        return Response::error(desktop_error(image.error()), request.request_id);
+        return Response::error(image.error(), request.request_id);
     }
     Response response;
     response.body = std::move(image->png);
