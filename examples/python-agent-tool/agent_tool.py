@@ -34,7 +34,7 @@ from sandboxer import Sandbox, Sandboxer
 
 client = Sandboxer()  # SBX_HOST and SBX_API_KEY, as the CLI takes them
 EXISTING = os.environ.get("SANDBOXER_EXAMPLE_SANDBOX") or None
-USER = os.environ.get("SANDBOXER_EXAMPLE_USER") or None  # None: the guest's default (root)
+USER = os.environ.get("SANDBOXER_EXAMPLE_USER") or None  # None: the image's default user (`user`, or root in slim)
 WORKDIR = "/tmp/agent-work"  # the tool's working directory in the sandbox
 
 _locks: dict[str, threading.Lock] = {}

@@ -33,6 +33,9 @@ struct AgentOptions {
     std::string token;                            // empty: no authentication (logged loudly)
     DoorLimits limits;                            // hello deadline, session and pending bounds
     std::string env_file = "/etc/sandboxer/env";  // KEY=VALUE lines added to every exec
+    // Who an exec runs as, and who owns what a file op creates, when the
+    // request names no user (sbx-agent --default-user; the default image: user).
+    std::string default_user = "root";
     HostConnector connect_host;                   // may be empty (no ready, no reverse forwards)
     // The RNG, vsock and network calls of the identity op; empty: the real
     // system calls (tests give a fake).

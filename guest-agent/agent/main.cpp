@@ -17,6 +17,7 @@
 #include "base/log.hpp"
 #include "guest-agent/agent/agent.hpp"
 #include "guest-agent/agent/listener.hpp"
+#include "guest-agent/exec/passwd.hpp"
 #include "guest-agent/freeze/freeze_kernel.hpp"
 
 namespace {
@@ -24,9 +25,11 @@ namespace {
 void usage() {
     std::fputs(
         "usage: sbx-agent [--listen-unix PATH] [--host-unix PREFIX] [--port N] [--token T] [--env-file PATH]\n"
-        "                 [--hello-timeout SECONDS]\n"
+        "                 [--hello-timeout SECONDS] [--default-user NAME]\n"
         "  default: vsock port 52; the token comes from sbx.token= on the kernel command line, the\n"
         "  hello deadline from sbx.hello_timeout= (default 60 s);\n"
+        "  --default-user: who runs an exec and owns what a file op makes when the request names\n"
+        "  no user (default root);\n"
         "  --listen-unix / --host-unix serve and reach the host over Unix sockets (tests).\n",
         stderr);
 }
@@ -99,7 +102,7 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     std::signal(SIGXFSZ, SIG_IGN);
     raise_fd_limit();
-    std::string listen_unix, host_unix, token, env_file, hello_timeout;
+    std::string listen_unix, host_unix, token, env_file, hello_timeout, default_user;
     bool have_token = false;
     std::uint32_t port = sbx::agent::kAgentPort;
     for (int i = 1; i < argc; ++i) {
@@ -124,6 +127,8 @@ int main(int argc, char** argv) {
             env_file = value();
         } else if (arg == "--hello-timeout") {
             hello_timeout = value();
+        } else if (arg == "--default-user") {
+            default_user = value();
         } else {
             usage();
             return 2;
@@ -158,6 +163,14 @@ int main(int argc, char** argv) {
     }
     if (!env_file.empty()) {
         options.env_file = env_file;
+    }
+    if (!default_user.empty()) {
+        // Checked again at each request (the image may add the user later);
+        // a name missing now is only worth a warning.
+        if (auto found = sbx::agent::lookup_user(default_user); !found) {
+            sbx::log::warn("--default-user {}: {}", default_user, found.error().to_string());
+        }
+        options.default_user = default_user;
     }
     if (!host_unix.empty()) {
         options.connect_host = [host_unix](std::uint32_t p) { return sbx::agent::connect_unix_host(host_unix, p); };

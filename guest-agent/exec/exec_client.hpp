@@ -28,7 +28,7 @@ struct ExecRequest {
     std::string shell{};              // a command line for /bin/sh -c
     std::map<std::string, std::string> env{};
     std::string cwd{};   // "": the user's home
-    std::string user{};  // "": root
+    std::string user{};  // "": the agent's default user (root unless sbx-agent --default-user)
     // exec(): sent as the process's stdin, then EOF. ExecSession: set
     // stdin_open instead and write it yourself; exec_detached: stdin_open
     // keeps a pipe that proc_stdin writes. Neither: /dev/null.

@@ -250,7 +250,8 @@ private:
 };
 
 Result<void> exec(Session& session, const Json& request) {
-    auto spec = parse_exec_request(request, session.agent().options().env_file);
+    const AgentOptions& options = session.agent().options();
+    auto spec = parse_exec_request(request, options.env_file, {}, options.default_user);
     if (!spec) {
         return reply_error(session, spec.error());
     }

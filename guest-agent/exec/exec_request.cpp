@@ -123,10 +123,10 @@ std::vector<std::string> read_env_file(const std::string& path) {
 }
 
 Result<ExecSpec> parse_exec_request(const Json& request, const std::string& env_file,
-                                    const AccountFiles& accounts) {
+                                    const AccountFiles& accounts, const std::string& default_user) {
     ExecSpec spec;
     auto argv = parse_argv(request, spec.command);
-    auto user_name = get_string(request, "user", "root");
+    auto user_name = get_string(request, "user", default_user);
     auto cwd = get_string(request, "cwd", "");
     auto stdin_pipe = get_bool(request, "stdin", false);
     auto timeout = get_int(request, "timeout_ms", 0);

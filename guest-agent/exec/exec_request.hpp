@@ -21,9 +21,10 @@ inline constexpr std::string_view kDefaultPath =
 inline constexpr std::int64_t kMaxTimeoutMs = 1'000'000'000'000;
 
 // Errors without an errno are bad requests; an unknown user is ENOENT
-// (not_found).
+// (not_found). A request without "user" runs as `default_user`.
 [[nodiscard]] Result<ExecSpec> parse_exec_request(const Json& request, const std::string& env_file,
-                                                  const AccountFiles& accounts = {});
+                                                  const AccountFiles& accounts = {},
+                                                  const std::string& default_user = "root");
 
 // "KEY=VALUE" lines; blank lines, lines starting with '#' and lines
 // without a KEY= are skipped; the value is taken as is (no quotes). A

@@ -149,6 +149,33 @@ TEST_CASE("users: by name with passwd's home and shell, by uid, unknown") {
     CHECK(error_code(denied.error()) == "permission_denied");
 }
 
+TEST_CASE("the default user (sbx-agent --default-user) runs what names no user, on a terminal too") {
+    ExecHarness h;
+    AgentOptions options = h.agent->options();
+    CHECK(options.default_user == "root");
+    options.default_user = "nobody";
+    h.agent = std::make_unique<Agent>(std::move(options));
+    auto client = h.connect();
+    auto plain = run_ok(client, ExecRequest{.shell = "id -u; id -g; echo $HOME $USER; pwd"});
+    CHECK(plain.stdout_data == "65534\n65534\n/nonexistent nobody\n/\n");
+    auto tty = run_ok(client, ExecRequest{.shell = "id -u; echo $USER", .pty = PtySize{}});
+    CHECK(tty.stdout_data == "65534\r\nnobody\r\n");
+    // A request that names a user gets that one.
+    CHECK(run_ok(client, ExecRequest{.argv = {"id", "-u"}, .user = "root"}).stdout_data == "0\n");
+    CHECK(run_ok(client, ExecRequest{.argv = {"id", "-u"}, .user = "0"}).stdout_data == "0\n");
+
+    // A default user that is not in /etc/passwd fails each exec that relies on it.
+    ExecHarness missing;
+    options = missing.agent->options();
+    options.default_user = "no-such-user-here";
+    missing.agent = std::make_unique<Agent>(std::move(options));
+    auto other = missing.connect();
+    auto failed = exec(other, ExecRequest{.argv = {"true"}});
+    REQUIRE_FALSE(failed);
+    CHECK(error_code(failed.error()) == "not_found");
+    CHECK(run_ok(other, ExecRequest{.argv = {"id", "-u"}, .user = "root"}).stdout_data == "0\n");
+}
+
 TEST_CASE("a program that cannot run exits 127 or 126 with a message, like a shell") {
     ExecHarness h;
     auto client = h.connect();

@@ -215,7 +215,7 @@ Result<void> file_write(Session& session, const Json& request) {
     if (!path || !mode) {
         return !path ? path.error() : mode.error();
     }
-    auto owner = files::get_owner(request);
+    auto owner = files::get_owner(request, session.agent().options().default_user);
     if (!owner) {
         return owner.error();
     }

@@ -180,6 +180,33 @@ TEST_CASE_FIXTURE(FilesFixture, "mode and owner") {
     check_alive(client);
 }
 
+TEST_CASE("the default user (sbx-agent --default-user) owns what names no owner") {
+    AgentHarness h;
+    AgentOptions options = h.agent->options();
+    options.default_user = "nobody";
+    h.agent = std::make_unique<Agent>(std::move(options));
+    TempDir work;
+    AgentClient client = h.connect();
+    const std::string dir = (work.path / "d").string(), file = (work.path / "d/f").string();
+    REQUIRE(files::make_dir(client, dir));
+    files::WriteOptions write;
+    REQUIRE(files::write_file_text(client, file, "x", write));
+    for (const auto& made : {dir, file}) {
+        auto st = stat_of(made);
+        CHECK(st.st_uid == 65534);
+        CHECK(st.st_gid == 65534);
+    }
+    // A request that names an owner, or a part of one, gets that.
+    write.owner.user = "root";
+    REQUIRE(files::write_file_text(client, file, "x", write));
+    CHECK(stat_of(file).st_uid == 0);
+    write.owner = {};
+    write.owner.uid = 1234;
+    REQUIRE(files::write_file_text(client, file, "x", write));
+    CHECK(stat_of(file).st_uid == 1234);
+    CHECK(stat_of(file).st_gid == 0);  // the agent's: no user named
+}
+
 TEST_CASE_FIXTURE(FilesFixture, "mkdirs creates the parents, owned like the file") {
     files::WriteOptions options;
     auto missing = files::write_file_text(client, path("a/b/c.txt"), "x", options);

@@ -59,7 +59,7 @@ struct Ownership {
 
 struct WriteOptions {
     std::optional<std::uint32_t> mode;  // unset: 0644 (write_file_from: the local file's mode)
-    Ownership owner;                    // unset: root
+    Ownership owner;                    // unset: the agent's default user (root unless --default-user)
     bool mkdirs = false;                // create missing parent directories (mode 0755, same owner)
     bool append = false;                // append in place (not atomic) instead of replacing
 };

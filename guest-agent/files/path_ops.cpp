@@ -109,7 +109,7 @@ Result<void> mkdir_op(Session& session, const Json& request) {
     if (!path || !mode || !parents) {
         return !path ? path.error() : !mode ? mode.error() : parents.error();
     }
-    auto owner = get_owner(request);
+    auto owner = get_owner(request, session.agent().options().default_user);
     if (!owner) {
         return owner.error();
     }

@@ -94,11 +94,18 @@ Result<PasswdEntry> find_user(std::string_view name_or_uid, const std::string& p
     return errno_error(fmt::format("no user \"{}\" in {}", name_or_uid, passwd_path), ENOENT);
 }
 
-Result<Owner> get_owner(const Json& request, const std::string& passwd_path) {
+Result<Owner> get_owner(const Json& request, const std::string& default_user,
+                        const std::string& passwd_path) {
     Owner owner;
     auto user = get_string(request, "user", std::string());
-    if (!user) {
-        return user.error();
+    auto uid = get_id(request, "uid");
+    auto gid = get_id(request, "gid");
+    if (!user || !uid || !gid) {
+        return !user ? user.error() : (!uid ? uid : gid).error();
+    }
+    // Nothing named: the default user's, unless that is root (the agent's own).
+    if (user->empty() && !*uid && !*gid && default_user != "root") {
+        *user = default_user;
     }
     if (!user->empty()) {
         auto entry = find_user(*user, passwd_path);
@@ -107,11 +114,6 @@ Result<Owner> get_owner(const Json& request, const std::string& passwd_path) {
         }
         owner.uid = entry->uid;
         owner.gid = entry->gid;
-    }
-    auto uid = get_id(request, "uid");
-    auto gid = get_id(request, "gid");
-    if (!uid || !gid) {
-        return (!uid ? uid : gid).error();
     }
     if (*uid) {
         owner.uid = *uid;

@@ -24,8 +24,10 @@ struct Owner {
     [[nodiscard]] bool any() const { return uid || gid; }
 };
 // From "user" (a name or a uid, looked up in /etc/passwd: its uid and
-// primary gid) and "uid"/"gid" (numbers, which win over the user's).
-[[nodiscard]] Result<Owner> get_owner(const Json& request, const std::string& passwd_path = "/etc/passwd");
+// primary gid) and "uid"/"gid" (numbers, which win over the user's); a
+// request with none of them: `default_user`'s (the agent's own for root).
+[[nodiscard]] Result<Owner> get_owner(const Json& request, const std::string& default_user = "root",
+                                      const std::string& passwd_path = "/etc/passwd");
 
 struct PasswdEntry {
     std::string name;

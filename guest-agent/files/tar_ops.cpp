@@ -54,7 +54,7 @@ Result<void> tar_put(Session& session, const Json& request) {
     if (!path) {
         return path.error();
     }
-    auto owner = files::get_owner(request);
+    auto owner = files::get_owner(request, session.agent().options().default_user);
     if (!owner) {
         return owner.error();
     }

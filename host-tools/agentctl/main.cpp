@@ -464,7 +464,8 @@ int main(int argc, char** argv) {
     auto* exec = app.add_subcommand("exec", "run a command; its output goes to ours, its exit status is ours");
     exec->add_flag("--detach", o.detach, "start it detached, print its id");
     exec->add_option("--cwd", o.cwd, "working directory (default: the user's home)");
-    exec->add_option("--user", o.user, "user name or uid (default root)");
+    exec->add_option("--user", o.user,
+                     "user name or uid (default: the agent's default user, root unless sbx-agent --default-user)");
     exec->add_option("--env", o.env, "K=V, repeatable");
     exec->add_flag("--stdin", o.with_stdin, "send our stdin (read to EOF first)");
     exec->add_option("--timeout-ms", o.timeout_ms, "kill it after this long (exit 124)");

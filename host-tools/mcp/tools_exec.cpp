@@ -26,7 +26,7 @@ constexpr const char* kCommandFields = R"(
   "shell":{"type":"string","minLength":1,"description":"A line for /bin/sh -c (instead of command)."},
   "cwd":{"type":"string","description":"Working directory (default the user's home)."},
   "env":{"type":"object","additionalProperties":{"type":"string"}},
-  "user":{"type":"string","description":"User name or uid (default root)."})";
+  "user":{"type":"string","description":"User name or uid (default: the image's user: `user` in the default image, root in slim)."})";
 
 std::string exec_input(const char* more) {
     return fmt::format(R"({{"type":"object","additionalProperties":false,"required":["sandbox"],"properties":{{

@@ -53,7 +53,9 @@ void wait_for_growfs(const SandboxFiles& t, const std::string& token) {
         log::warn("{}: waiting for {}: {}", t.dir(), kGrowfsUnit, client.error().to_string());
         return;
     }
+    // As root: the default image's agent runs what names no user as `user`.
     auto done = agent::exec(*client, agent::ExecRequest{.argv = {"systemctl", "start", kGrowfsUnit},
+                                                        .user = "root",
                                                         .timeout = kGrowfsTimeout});
     if (!done) {
         log::info("{}: waiting for {}: {}", t.dir(), kGrowfsUnit, done.error().to_string());

@@ -137,7 +137,7 @@ export type Command = string | readonly string[];
 export interface ExecOptions {
   env?: Record<string, string>;
   cwd?: string;
-  /** A user name or uid (default root). */
+  /** A user name or uid (default: the image's, `user` in the default image, root in `slim`). */
   user?: string | number;
   /** Kill the process group after this many ms (0: never). */
   timeoutMs?: number;
