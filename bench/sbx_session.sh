@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 sbxd_images "$kernel" "$image_tar"
-image=$(ls "$w"/images/rootfs/r/*.ext4)
+image=$(ls "$w"/images/rootfs-slim/r/*.ext4)
 if [ "$mode" = jail-compare ]; then
   status=0
   for round in $(seq "$runs"); do

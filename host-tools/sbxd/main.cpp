@@ -53,6 +53,7 @@ struct Options {
     std::string state_dir = "/var/lib/sandboxer";
     std::vector<std::string> listen;
     std::string images_dir;
+    std::string default_image{kDefaultImageName};  // boot_images.hpp
     std::string vmm_path;
     unsigned boot_timeout_s = 600;
     std::string socket_group = "sandboxer";
@@ -247,6 +248,7 @@ int serve(Store& store, const Options& options) {
     DriverConfig config{std::filesystem::absolute(options.state_dir).string(),
                         options.vmm_path.empty() ? default_vmm_path() : options.vmm_path,
                         std::filesystem::absolute(images_dir).string(), info.limits};
+    config.default_image = options.default_image;
     config.guest_api_socket = config.state_dir + "/guest-api.sock";
     for (const auto& pair : options.default_env) {
         const auto eq = pair.find('=');
@@ -442,6 +444,12 @@ int main(int argc, char** argv) {
         "--listen", options.listen,
         "unix:PATH (default unix:/run/sandboxer/sbxd.sock) or tcp:HOST:PORT (API keys required); repeatable");
     app.add_option("--images", options.images_dir, "the guest images (default: the images/build cache)");
+    app.add_option("--default-image", options.default_image, "the image a create without `from` boots")
+        ->capture_default_str()
+        ->check([](const std::string& name) {
+            auto known = check_boot_image_name(name);
+            return known ? std::string() : known.error().message;
+        });
     app.add_option("--vmm", options.vmm_path,
                    "the sbx-vmm binary (default: beside sbxd, in its build tree, else on PATH)");
     app.add_option("--boot-timeout", options.boot_timeout_s,

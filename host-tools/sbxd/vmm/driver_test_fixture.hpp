@@ -37,12 +37,12 @@ inline void write_file(const std::string& path, const std::string& text, unsigne
     ::chmod(path.c_str(), mode);
 }
 
-// An images/build cache with one kernel and one root disk.
+// An images/build cache with one kernel and one root disk (the default image's).
 inline void make_images(const std::string& dir) {
     write_file(dir + "/kernel/aaaa/vmlinux", "kernel");
     write_file(dir + "/kernel/aaaa/.complete", "");
-    write_file(dir + "/rootfs/bbbb/rootfs.ext4", std::string(1 << 20, '\0'));
-    write_file(dir + "/rootfs/bbbb/.complete", "");
+    write_file(dir + "/rootfs-full/bbbb/rootfs.ext4", std::string(1 << 20, '\0'));
+    write_file(dir + "/rootfs-full/bbbb/.complete", "");
 }
 
 inline std::uint64_t be64(const std::string& s, std::size_t at) {

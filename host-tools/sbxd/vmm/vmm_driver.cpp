@@ -332,7 +332,7 @@ Error VmmDriver::crash(const std::string& id, const Error& why, std::string_view
 }
 
 Result<CreateOutcome> VmmDriver::create(const CreateSpec& spec) {
-    const std::string from = spec.request.from.value_or("default");
+    const std::string from = spec.request.from.value_or(config_.default_image);
     if (auto snapshot = store_.get_snapshot(from); snapshot) {
         return create_from_snapshot(spec, *snapshot);
     } else if (snapshot.error().code != api::code::kNotFound) {

@@ -49,6 +49,7 @@ struct DriverConfig {
     std::string vmm_program;  // sbx-vmm
     std::string images_dir;   // the images/build cache
     api::HostLimits limits;
+    std::string default_image{kDefaultImageName};  // a create that names none boots it (boot_images.hpp)
     std::string guest_api_socket{};  // sbxd's Transport::Guest listener (guest_api.hpp)
     StringMap default_env{};       // the operator's variables for /etc/sandboxer/env
     // Guests in the nested test harness boot 10-50x slower than on hardware.

@@ -73,22 +73,6 @@ TEST_CASE("a sandbox folder: its files, vmm.json written whole and read back") {
     CHECK(f.remove().has_value());
 }
 
-TEST_CASE("boot images: the newest complete entry of each target") {
-    TempDir dir{"sbxd-driver-test"};
-    CHECK(find_boot_image(dir.path(), "default").error().code == "not_found");
-    make_images(dir.path());
-    write_file(dir.path() + "/rootfs/cccc/rootfs.ext4", "half built");  // no .complete
-    auto image = find_boot_image(dir.path(), "default");
-    REQUIRE(image.has_value());
-    CHECK(image->kernel == dir.path() + "/kernel/aaaa/vmlinux");
-    CHECK(image->disk == dir.path() + "/rootfs/bbbb/rootfs.ext4");
-    std::this_thread::sleep_for(20ms);
-    write_file(dir.path() + "/rootfs/dddd/rootfs.ext4", "newer");
-    write_file(dir.path() + "/rootfs/dddd/.complete", "");
-    CHECK(find_boot_image(dir.path(), "default")->disk == dir.path() + "/rootfs/dddd/rootfs.ext4");
-    CHECK(find_boot_image(dir.path(), "python").error().code == "not_found");
-}
-
 TEST_CASE("the sbx-vmm command lines of a cold boot and of a restore") {
     SandboxFiles f("/s", "sbx_1");
     LaunchSpec cold{"sbx-vmm", 5, "/k/vmlinux", 2, 1024, "abcd", {}};
@@ -209,7 +193,7 @@ TEST_CASE("a boot whose agent never answers leaves a crashed sandbox, its disk a
         REQUIRE(disk.size() > 64);
         CHECK(disk.substr(0, 4) == "QFI\xfb");
         const std::string backing = disk.substr(be64(disk, 8), be64(disk, 16) >> 32);
-        CHECK(backing == fx.images + "/rootfs/bbbb/rootfs.ext4");
+        CHECK(backing == fx.images + "/rootfs-full/bbbb/rootfs.ext4");
         std::string line;
         std::istringstream args(read_file(fx.dir.path() + "/args"));
         for (std::string l; std::getline(args, l);) {

@@ -101,7 +101,8 @@ Result<SnapshotRecord> VmmDriver::snapshot(const std::string& id, const api::Sna
     } else if (taken.error().code != api::code::kNotFound) {
         return taken.error();
     }
-    if (find_boot_image(config_.images_dir, request.name)) {
+    // An image's name, built or not: a snapshot would hide the image from creates.
+    if (check_boot_image_name(request.name)) {
         return make_coded_error(api::code::kAlreadyExists, "'{}' names an image", request.name);
     }
     auto s = store_.get_sandbox(id);

@@ -139,6 +139,7 @@ TEST_CASE("a named snapshot of a stopped sandbox: its memory linked, its disk fr
 
     CHECK(driver.snapshot(id, {"py-ready"}).error().code == "already_exists");
     CHECK(driver.snapshot(id, {"default"}).error().code == "already_exists");  // an image's name
+    CHECK(driver.snapshot(id, {"slim"}).error().code == "already_exists");     // one not built here too
     CHECK(driver.snapshot("sbx_none", {"x"}).error().code == "not_found");
     REQUIRE(fx.store->change_state(id, {SandboxState::Creating, 1, std::nullopt}).has_value());
     REQUIRE(fx.store->change_state(id, {SandboxState::Crashed, 1, std::nullopt}).has_value());

@@ -95,7 +95,7 @@ if [ -n "$ab_a" ] && [ -n "$ab_b" ]; then
   # 3. A memory hog. A is restored from the warm template: what it touches
   # of the template's memory file's holes (level 1's /tmp is a tmpfs) must
   # not become the file's pages (snapshot/hole_overlay.hpp).
-  ab_template_kib() { du -sk "$state"/templates/default-* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+  ab_template_kib() { du -sk "$state"/templates/slim-* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
   ab_template_before=$(ab_template_kib)
   sbxc exec "$ab_a" --timeout 20m -- python3 -c '
 b = []

@@ -61,12 +61,14 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # sbxd_images KERNEL ROOTFS_TAR: an images/build-shaped cache in $w/images
-# with the kernel and the unpacked default image (bench/sbx_session.sh too).
+# with the kernel and the unpacked slim image (images/build rootfs-slim,
+# sbxd's image slim), which start_sbxd makes sbxd's default
+# (bench/sbx_session.sh too). The full image is never there.
 sbxd_images() {
-  mkdir -p "$w/images/kernel/k" "$w/images/rootfs/r"
+  mkdir -p "$w/images/kernel/k" "$w/images/rootfs-slim/r"
   ln -s "$1" "$w/images/kernel/k/vmlinux"
-  tar -C "$w/images/rootfs/r" -xSf "$2" || { echo "FAIL: unpacking $2"; exit 1; }
-  touch "$w/images/kernel/k/.complete" "$w/images/rootfs/r/.complete"
+  tar -C "$w/images/rootfs-slim/r" -xSf "$2" || { echo "FAIL: unpacking $2"; exit 1; }
+  touch "$w/images/kernel/k/.complete" "$w/images/rootfs-slim/r/.complete"
 }
 
 # sbxd_internet, sbxd_internet_down and sbxd_net_flags (the test's
@@ -75,11 +77,12 @@ sbxd_images() {
 . "$(dirname "${BASH_SOURCE[0]}")/../internet_lib.sh"
 
 starts=0
-# start_sbxd [FLAG...]: sbxd on this state, with extra flags (limits.sh);
-# on the CPUs in $sbxd_cpus (taskset -c) when it is set (session.sh).
+# start_sbxd [FLAG...]: sbxd on this state, with the slim image as its
+# default, with extra flags (limits.sh); on the CPUs in $sbxd_cpus
+# (taskset -c) when it is set (session.sh).
 start_sbxd() {
   starts=$((starts + 1))
-  ${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" --listen "unix:$sock" "${sbxd_net_flags[@]}" "$@" \
+  ${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --default-image slim --vmm "$vmm" --listen "unix:$sock" "${sbxd_net_flags[@]}" "$@" \
     2>"$logdir/sbxd.$starts.log" &
   sbxd_pid=$!
   for _ in $(seq 300); do

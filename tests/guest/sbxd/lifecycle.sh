@@ -1,13 +1,14 @@
 # sbxd part "lifecycle" (sourced by session.sh, sbxd running): create on
-# the default image, an exec in it through the agent, a counting process,
-# stop with memory, resume (memoryRestored, same PID, counting on), a create
-# from the warm template the first create had built, fork count 2 (two
+# sbxd's default image (the slim one here: lib.sh), an exec in it through
+# the agent, a counting process, stop with memory, resume (memoryRestored,
+# same PID, counting on), a create from the warm template the first create
+# had built, fork count 2 (two
 # running children with the parent's process and their own tokens and
 # CIDs), kill -9 of sbxd and a restart that adopts every VMM, then delete
 # (no VMM, folder or layer left).
 # shellcheck shell=bash
 
-# 1. Create: a cold boot of the default image to agent-ready.
+# 1. Create: a cold boot of the (slim) default image to agent-ready.
 t=$(now)
 api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"labels":{"test":"sbxd"}}'
 check "create answers 201" 201 "$code"
@@ -71,7 +72,7 @@ wait_counter count_after 120 "${count_before:-0}" counter_of "$id" \
   || bad "the counter did not move past ${count_before} (last '${count_after}')"
 
 # 3. A create from the warm template the first one had built.
-wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
+wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/slim-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
 t=$(now)
 api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true}'
 check "a warm create answers 201" 201 "$code"

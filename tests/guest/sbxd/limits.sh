@@ -69,7 +69,7 @@ if [ -n "$lm_a" ]; then
   # needs it: then no template boots at all)
   # (a function, not sh -c: pgrep would find that shell's own command line)
   lm_template_settled() {
-    ls -d "$state"/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q . ||
+    ls -d "$state"/templates/slim-* 2>/dev/null | grep -v '[.]tmp-' | grep -q . ||
       ! pgrep -f -- "--snapshot-dir $state/templates/" >/dev/null
   }
   wait_until 900 "the warm template, or no build of it (no guest boots beside the fork)" lm_template_settled

@@ -233,7 +233,7 @@ check "network: ... its allow-list elements out of the table" "gateways:$nw_tap.
 # nothing of the guest's gets out or reaches the host until the next sbxd
 # adopts it.
 kill "$sbxd_pid"; wait "$sbxd_pid"
-${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" \
+${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --default-image slim --vmm "$vmm" \
   --listen "unix:$w/failed.sock" "${sbxd_net_flags[@]}" --proxy-cert "$w/no-such.pem" --proxy-key "$w/no-such.key" \
   2>"$logdir/sbxd.failed.log"
 nw_rc=$?
@@ -255,7 +255,7 @@ check "network: ... and its guest reaches the internet again" "hello from the in
 # tap, the sandbox's elements and its policy, for the next sbxd.
 nw_nft_then=$(nw_nft elements "$nw_tap")
 kill "$sbxd_pid"; wait "$sbxd_pid"
-${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --vmm "$vmm" \
+${sbxd_cpus:+taskset -c "$sbxd_cpus"} "$sbxd" --state-dir "$state" --images "$w/images" --default-image slim --vmm "$vmm" \
   --listen "unix:/proc/sbx-no-such-dir/sbxd.sock" "${sbxd_net_flags[@]}" 2>"$logdir/sbxd.failed-late.log"
 nw_rc=$?
 check "network: an sbxd that cannot make its socket ends 1 after adopting the sandbox" "1 1" \

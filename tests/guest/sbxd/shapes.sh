@@ -2,7 +2,7 @@
 # is made of, through real requests (curl on sbxd's socket, and sbx piped,
 # which prints JSON):
 #  1. A new sandbox (from the warm template once there is one): `df /` in
-#     it is its diskGib (the image is 2 GiB; the guest grows its file
+#     it is its diskGib (the slim image is 2 GiB; the guest grows its file
 #     system to the disk at boot, images/README.md "sbx-growfs.service"),
 #     its host name is its own (its id with '-' for '_', RFC 1123), in
 #     /etc/hostname and on /etc/hosts' 127.0.1.1 line; `sbx info` and
@@ -78,7 +78,7 @@ fi
 
 # Nothing else boots beside what follows (a second guest booting at once
 # under the nested harness once hung one of them).
-wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
+wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/slim-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
 
 # 2. Admission, then a memory fork of 3.
 if [ -n "$sp_a" ]; then

@@ -64,7 +64,7 @@ fi
 
 # 2. The idle pause, and the wake on request. After the warm template: no
 # two guests boot at once under the nested harness.
-wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/default-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
+wait_until 900 "the warm template" sh -c "ls -d '$state'/templates/slim-* 2>/dev/null | grep -v '[.]tmp-' | grep -q ."
 t=$(now)
 api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"idleMinutes":3,"labels":{"test":"timers"}}'
 check "timers: a create with idleMinutes 3 answers 201" 201 "$code"
