@@ -162,7 +162,7 @@ def table(path, note=""):
 
 
 def sbxd_table(samples, med, n, fmt, ratio):
-    print("Sandbox network through sbxd (the sandbox: default image, 1 vCPU, 1024 MiB; "
+    print("Sandbox network through sbxd (the sandbox: slim image, 1 vCPU, 1024 MiB; "
           "iperf3 3.12 and the probe in its guest; the internet: a namespace in level 1)")
     print()
     print("| median | unit | sandbox ↔ internet (NAT) | level 1 ↔ sandbox (its tap, no NAT) "

@@ -2,7 +2,7 @@
 """Level-1 side of bench/sbx: with sbxd already running (bench/sbx_session.sh
 starts it as the sbxd guest test does), times the sandbox life cycle through
 `sbx` alone (JSON, since its stdout is a pipe) on a monotonic clock, and
-boots QEMU -M microvm on the same default image to agent-ready
+boots QEMU -M microvm on the same (slim) image to agent-ready
 (tests/guest/agent_run.py's run_one, as bench/agent does) in the same run.
 
 Per run, in this order (nothing else of ours runs during the QEMU boot):
@@ -66,7 +66,7 @@ QEMU_ROWS = ("new", "new_cold")
 
 HEADER = """\
 sbx benchmark: the sandbox life cycle through `sbx`, beside QEMU -M microvm
-booting the same default image to agent-ready, in one nested-harness run.
+booting the same (slim) image to agent-ready, in one nested-harness run.
 Times are seconds of wall clock around each `sbx` command (CLI + API +
 sbxd + VMM). Inside the harness (tests/nested: QEMU TCG level 1) absolute
 times are 10-50x native: only ratios within this run mean anything, and
@@ -344,7 +344,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sbx", required=True, help="the sbx binary (SBX_HOST says where sbxd is)")
     ap.add_argument("--state", required=True, help="sbxd's --state-dir (for the template's folder)")
-    ap.add_argument("--image", required=True, help="the unpacked default image (rootfs.ext4) sbxd boots")
+    ap.add_argument("--image", required=True, help="the unpacked slim image (rootfs.ext4) sbxd boots")
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--sbx-vmm", required=True)
     ap.add_argument("--logdir", required=True)

@@ -44,7 +44,8 @@ struct ToolSpec {
 
 // initialize's and server/discover's `instructions`: how the tools fit together.
 inline constexpr const char* kInstructions =
-    "Each sandbox is a disposable Linux microVM (Debian, root, its own disk and network) on this host. "
+    "Each sandbox is a disposable Linux microVM (Debian with Docker, Python, Node.js, Go, Rust and Chromium; "
+    "commands run as a user with passwordless sudo; its own disk and network) on this host. "
     "sandbox_create makes one in about a second; exec runs a command and returns its output; read_file, "
     "write_file and list_files move files; exec_start runs long jobs (exec_output reads them from an "
     "offset); host_port gives a web app an HTTPS URL; sandbox_stop keeps everything for later, "

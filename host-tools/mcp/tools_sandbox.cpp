@@ -145,10 +145,11 @@ Result<Json> handoff(const Json& args, ToolContext& ctx) {
 void add_sandbox_tools(std::vector<ToolSpec>& tools) {
     tools.push_back(ToolSpec{
         "sandbox_create", "Create a sandbox",
-        "Creates a disposable Linux microVM (Debian, root, network, its own disk) and returns once its agent "
-        "answers, usually in about a second from a warm template. Unset options take this server's defaults.",
+        "Creates a disposable Linux microVM (Debian with the usual tools, sudo, network, its own disk) and "
+        "returns once its agent answers, usually in about a second from a warm template. Unset options take "
+        "this server's defaults.",
         schema(R"({"type":"object","additionalProperties":false,"properties":{
-          "from":{"type":"string","description":"An image (default) or a named snapshot to start from"},
+          "from":{"type":"string","description":"An image (default: the full one; slim) or a named snapshot to start from"},
           "size":{"type":"string","enum":["small","default","large","xlarge"],
                   "description":"small 2 vCPU/4 GiB, default 4/8, large 8/16, xlarge 16/32"},
           "cpus":{"type":"integer","minimum":1,"maximum":256},

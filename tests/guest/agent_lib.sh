@@ -40,8 +40,10 @@ agent_cleanup() {
 }
 
 # agent_image TARGET : builds (or takes from the cache) images/build TARGET
-# with $agent and sets $image; prints how long that took. A rootfs image is
-# then packed into $work/rootfs.tar (tar -S keeps only its ~250 MiB of
+# (rootfs-slim or minimal: never the default image, rootfs, whose cold
+# build takes minutes and a gigabyte of downloads) with $agent and sets
+# $image; prints how long that took. A root disk is then packed into
+# $work/rootfs.tar (tar -S keeps only its ~250 MiB of
 # data; level 1 reads that over 9p instead of the 2 GiB sparse file) and
 # $image names the tar ($agent_image_path keeps the cache entry's path).
 agent_image() {
@@ -49,7 +51,7 @@ agent_image() {
   image=$(SBX_AGENT=$agent "$src/images/build" "$1") || fail "images/build $1 failed"
   echo "image: $image ($((SECONDS - t0)) s)"
   agent_image_path=$image
-  if [ "$1" = rootfs ]; then
+  if [ "$1" = rootfs-slim ]; then
     tar -C "$(dirname "$image")" -S -cf "$work/rootfs.tar" "$(basename "$image")"
     image=$work/rootfs.tar
   fi

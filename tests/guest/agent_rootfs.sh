@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guest test: the agent end to end through sbx-agentctl on an image booted
 # by sbx-vmm (level-1 side: agent_session.sh, one ok:/FAIL: line per check).
-#   rootfs (default image): python3 exec, failing command's status and
+#   rootfs (the slim image, images/build rootfs-slim): python3 exec, failing command's status and
 #     stderr, 128+signal, 200 MiB put/get with sha256 on both ends, detached
 #     process attached / disconnected / reattached from the printed offset,
 #     a guest http.server reached through `sbx-agentctl forward`,
@@ -23,7 +23,7 @@ src=$1 build=$2 kind=${3:-rootfs}
 SBX_TEST_AGENT=real agent_prepare "agent-$kind"
 ctl=$build/host-tools/sbx-agentctl
 [ -x "$ctl" ] || fail "no $ctl (build it first)"
-agent_image "$kind"
+if [ "$kind" = rootfs ]; then agent_image rootfs-slim; else agent_image "$kind"; fi
 # The agent is the subject, not the boot: start from a guest snapshotted at
 # agent-ready (tests/guest/fixture_lib.sh; SBX_TEST_FIXTURES=0 boots instead).
 fixture_args=()

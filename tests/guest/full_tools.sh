@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Guest side of a check of the full image (images/build rootfs-full;
-# images/README.md, "Full image"): every tool it lists runs and says its
+# Guest side of a check of the full image, the default one (images/build
+# rootfs; images/README.md, "Default image"): every tool it lists runs and says its
 # version, plus a few checks that the tools work as the image promises
 # (a venv with pip, Chromium rendering a page headless, the Docker daemon
 # answering, `user` in groups sudo and docker). Runs inside the guest, as

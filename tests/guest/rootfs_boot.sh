@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guest test: the default image (images/build rootfs, Debian 12 + systemd +
+# Guest test: the slim image (images/build rootfs-slim, Debian 12 + systemd +
 # sbx-agent) boots under sbx-vmm and, in the same harness run, under QEMU
 # -M microvm. A copy of the image gets a test-only unit (debugfs) that, once
 # multi-user.target is reached, reports the boot's state on the console and
@@ -22,7 +22,7 @@ src=$1 build=$2
 
 need_cmd qemu-system-x86_64 "the image boots under QEMU -M microvm too"
 agent_prepare rootfs-boot
-agent_image rootfs
+agent_image rootfs-slim
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 t=$src/tests/guest/rootfs-test

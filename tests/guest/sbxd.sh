@@ -31,7 +31,7 @@ ctl=$build/host-tools/sbx-agentctl
 for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$build/host-tools/sbx-vmm/sbx-vmm"; do
   [ -x "$f" ] || fail "no $f (build it first)"
 done
-agent_image rootfs
+agent_image rootfs-slim
 # The abuse part's hostile guest (tests/guest/tools/sbx-hostile.c), copied
 # where level 1 finds it: the test's folder.
 case " $parts " in *" abuse "*)

@@ -1,5 +1,5 @@
 // sbx-fake-agent: a stand-in for sbx-agent in guest-image tests, installed
-// as /usr/local/bin/sbx-agent (SBX_AGENT=... images/build rootfs|minimal).
+// as /usr/local/bin/sbx-agent (SBX_AGENT=... images/build rootfs-slim|minimal).
 // It does what the images promise the real agent, and says so on the
 // console (/dev/console, one "SBX-FAKE-AGENT-<WHAT>: ..." line each):
 //

@@ -1,25 +1,23 @@
-# images/rootfs/build.sh: the rootfs recipe for images/build (sourced).
+# images/rootfs/image.sh: how a guest root disk is made from a base tree
+# (sourced by the recipes images/rootfs/full.sh, the default image, and
+# images/rootfs/slim.sh; not a recipe itself).
 # shellcheck shell=bash
 #
-# The default guest root disk: the rootfs-base tree (images/rootfs/base.sh,
-# cached separately), the files under images/rootfs/files/, the user
-# `user`, systemd units masked or enabled, and sbx-agent at
-# /usr/local/bin/sbx-agent, written into a sparse ext4 image with
-# `mkfs.ext4 -d`. Needs root: the tree's owners (root, _apt, user, ...) must
-# survive the extraction for mkfs.ext4 -d to copy them. rootfs_image_build
-# and rootfs_image_inputs make any image of this kind from a base tarball;
-# images/rootfs/full.sh uses them too.
+# A root disk is a base tarball (rootfs-full-base or rootfs-base, cached
+# separately), the files under images/rootfs/files/, the user `user`,
+# systemd units masked or enabled, and sbx-agent at
+# /usr/local/bin/sbx-agent with its default user, written into a sparse
+# ext4 image with `mkfs.ext4 -d`. Needs root: the tree's owners (root,
+# _apt, user, ...) must survive the extraction for mkfs.ext4 -d to copy
+# them. rootfs_image_inputs is such an image's manifest, rootfs_image_build
+# makes it.
 #
-# Cache entry: rootfs.ext4.
+# Each image's file system is its recipe's size, sparse; a sandbox's disk
+# is bigger (sbxd's diskGib): the guest grows the file system to it at
+# boot (sbx-growfs.service).
 
-load_recipe rootfs-base
 # shellcheck source=images/rootfs/agent.sh
 source "$IMAGES_DIR/rootfs/agent.sh"
-
-# Apparent size of the image (sparse: only the ~250 MiB in use take space).
-# A sandbox's disk is bigger (sbxd's diskGib): the guest grows the file
-# system to it at boot (sbx-growfs.service).
-ROOTFS_SIZE=2G
 
 # Units a sandbox does not need, masked (-> /dev/null) so that nothing,
 # including a first-boot preset, starts them.
@@ -62,11 +60,10 @@ ROOTFS_MASK_GENERATORS=(
     systemd-sysv-generator systemd-system-update-generator systemd-getty-generator
 )
 
-rootfs_inputs() { rootfs_image_inputs rootfs-base "$ROOTFS_SIZE"; }
-
 # rootfs_image_inputs BASE_RECIPE SIZE [RECIPE_FILE...]: the manifest of an
-# image made by rootfs_image_build (rootfs, rootfs-full): the base's key,
-# the size, the agent, this file and RECIPE_FILEs, files/.
+# image made by rootfs_image_build (rootfs-full, rootfs-slim): the base's
+# key, the size, the agent, this file and RECIPE_FILEs (which hold the
+# rest of the image's arguments), files/.
 rootfs_image_inputs() {
     local base=$1 size=$2
     shift 2
@@ -74,7 +71,7 @@ rootfs_image_inputs() {
     echo "e2fsprogs: $(pkg_version e2fsprogs)"
     echo "size: $size"
     agent_inputs
-    hash_files "$IMAGES_DIR/rootfs/build.sh" "$@"
+    hash_files "$IMAGES_DIR/rootfs/image.sh" "$@"
     # The files and their mode (0755 if executable, else 0644).
     local f
     while IFS= read -r -d '' f; do
@@ -86,12 +83,11 @@ rootfs_image_inputs() {
 # the checkout's, which depends on the umask).
 rootfs_file_mode() { if [[ -x $1 ]]; then echo 0755; else echo 0644; fi; }
 
-rootfs_artifact() { echo rootfs.ext4; }
-
-# rootfs_configure ROOT AGENT GROUPS: everything on top of the base tree;
-# GROUPS: the user's supplementary groups (comma-separated).
+# rootfs_configure ROOT AGENT GROUPS DEFAULT_USER: everything on top of the
+# base tree; GROUPS: the user's supplementary groups (comma-separated);
+# DEFAULT_USER: the agent's user for requests that name none.
 rootfs_configure() {
-    local root=$1 agent=$2 groups=$3 unit d
+    local root=$1 agent=$2 groups=$3 default_user=$4 unit d
     # Our files, owned by root; new directories 0755.
     local f
     while IFS= read -r -d '' f; do
@@ -111,9 +107,10 @@ rootfs_configure() {
     mkdir -p "$root/etc/systemd/system/sysinit.target.wants"
     ln -sfn /etc/systemd/system/sbx-agent.service \
         "$root/etc/systemd/system/sysinit.target.wants/sbx-agent.service"
+    rootfs_agent_default_user "$root" "$default_user"
     # The root file system grows to its disk at every boot (images/README.md,
     # "sbx-growfs.service"): the disk sbxd gives a sandbox is bigger than
-    # ROOTFS_SIZE.
+    # the image.
     [[ -x $root/usr/sbin/resize2fs ]] || die "rootfs: no /usr/sbin/resize2fs (e2fsprogs) for sbx-growfs.service"
     ln -sfn /etc/systemd/system/sbx-growfs.service \
         "$root/etc/systemd/system/sysinit.target.wants/sbx-growfs.service"
@@ -149,19 +146,31 @@ rootfs_configure() {
     local stamp
     stamp=$(stat -c %.9Y "$root/usr" | tr -d .)
     for d in etc var; do
-        printf '# written by images/rootfs/build.sh, as systemd-update-done would\nTIMESTAMP_NSEC=%s\n' \
+        printf '# written by images/rootfs/image.sh, as systemd-update-done would\nTIMESTAMP_NSEC=%s\n' \
             "$stamp" >"$root/$d/.updated"
         touch -r "$root/usr" "$root/$d/.updated"
     done
 }
 
-rootfs_build() { rootfs_image_build "$1" "$2" rootfs rootfs-base "$ROOTFS_SIZE" sudo; }
+# rootfs_agent_default_user ROOT USER: the agent runs an exec, and owns what
+# a file op makes, as USER when the request names no user (sbx-agent
+# --default-user, docs/agent-protocol.md); for root (the agent's own
+# default) the unit stays as it is.
+rootfs_agent_default_user() {
+    local root=$1 user=$2 dropin="$1/etc/systemd/system/sbx-agent.service.d"
+    [[ $user == root ]] && return 0
+    grep -q "^$user:" "$root/etc/passwd" || die "rootfs: the agent's default user $user is not in /etc/passwd"
+    mkdir -p "$dropin"
+    printf '%s\n' "# images/rootfs/image.sh: the agent's default user" "[Service]" "ExecStart=" \
+        "ExecStart=/usr/local/bin/sbx-agent --default-user $user" >"$dropin/default-user.conf"
+}
 
-# rootfs_image_build OUT WORK RECIPE BASE_RECIPE SIZE GROUPS: the image of
-# RECIPE (file name: its _artifact) from BASE_RECIPE's tarball, SIZE
-# apparent (truncate's syntax), the user in GROUPS.
+# rootfs_image_build OUT WORK RECIPE BASE_RECIPE SIZE GROUPS DEFAULT_USER:
+# the image of RECIPE (file name: its _artifact) from BASE_RECIPE's
+# tarball, SIZE apparent (truncate's syntax), the user in GROUPS, the
+# agent's default user DEFAULT_USER.
 rootfs_image_build() {
-    local out=$1 work=$2 recipe=$3 base_recipe=$4 size=$5 groups=$6
+    local out=$1 work=$2 recipe=$3 base_recipe=$4 size=$5 groups=$6 default_user=$7
     local root="$work/root" img agent base
     img="$out/$("$(recipe_fn "$recipe" artifact)")"
     [[ $(id -u) == 0 ]] || die "$recipe: assembling the image needs root (the Debian tree's file owners must be kept for mkfs.ext4 -d); run images/build as root"
@@ -174,7 +183,7 @@ rootfs_image_build() {
     mkdir "$root"
     local t0=$SECONDS
     tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' --acls -xpf "$base/$("$(recipe_fn "$base_recipe" artifact)")"
-    rootfs_configure "$root" "$agent" "$groups"
+    rootfs_configure "$root" "$agent" "$groups" "$default_user"
     log "$recipe: tree ready in $((SECONDS - t0)) s, $(du -sm "$root" | cut -f1) MiB; mkfs.ext4 -d"
     # A new sparse file reads as zeros, so mkfs need not write zeros to the
     # inode tables and journal (which would allocate them in the image) and
