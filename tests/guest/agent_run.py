@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Boots a guest image that holds sbx-agent (images/build rootfs or minimal)
+"""Boots a guest image that holds sbx-agent (images/build rootfs-slim or minimal)
 under sbx-vmm and then under QEMU -M microvm, in the same level-1 run, and
 times each boot from the VMM's start. Runs where /dev/kvm can boot Linux:
 inside the nested harness, as the CMD of tests/nested.
