@@ -28,8 +28,9 @@ constexpr std::string_view kActionFields[] = {
     "duration",   "region",           "max_width", "max_height"};
 
 // xdotool 3.20160805's commands (xdotool(1), COMMANDS): `key`, `keydown`
-// and `keyup` take arguments up to the next command name, which then runs
-// as the next command of the chain — `exec` would run a program.
+// and `keyup` take arguments up to the next command name, matched without
+// regard to case, which then runs as the next command of the chain —
+// `exec` (or `EXEC`) would run a program. (So the keysym `Help` is out.)
 constexpr std::string_view kXdotoolCommands[] = {
     "behave", "behave_screen_edge", "click", "exec", "get_desktop", "get_desktop_for_window",
     "get_desktop_viewport", "get_num_desktops", "getactivewindow", "getdisplaygeometry", "getmouselocation",
@@ -126,7 +127,10 @@ Result<std::vector<std::string>> key_combos(const Json& request, std::string_vie
             }
             p = plus + 1;
         }
-        if (std::find(std::begin(kXdotoolCommands), std::end(kXdotoolCommands), combo) != std::end(kXdotoolCommands)) {
+        std::string lower(combo);
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
+        if (std::find(std::begin(kXdotoolCommands), std::end(kXdotoolCommands), lower) != std::end(kXdotoolCommands)) {
             return bad("\"text\": \"{}\" is an xdotool command, not a key", combo);
         }
         combos.emplace_back(combo);

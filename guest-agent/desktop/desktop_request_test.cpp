@@ -211,6 +211,9 @@ TEST_CASE("bad actions are refused, naming what is wrong") {
     refused({{"action", "key"}, {"text", "a\tb"}}, "keysym");
     refused({{"action", "key"}, {"text", "a exec xterm"}}, "xdotool command");
     refused({{"action", "key"}, {"text", "sleep"}}, "xdotool command");
+    refused({{"action", "key"}, {"text", "a EXEC xterm"}}, "xdotool command");  // xdotool ignores case
+    refused({{"action", "key"}, {"text", "Sleep"}}, "xdotool command");
+    refused({{"action", "key"}, {"text", "MouseMove"}}, "xdotool command");
     refused({{"action", "left_click"}, {"text", "shift mousemove"}}, "xdotool command");
     refused({{"action", "hold_key"}, {"text", "type"}, {"duration", 1}}, "xdotool command");
     refused({{"action", "key"}, {"text", std::string(1025, 'a')}}, "1024");

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 
@@ -168,6 +169,54 @@ TEST_CASE("an X server that is not ready in time is start_failed, and killed") {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     CHECK_FALSE(list[0]->snapshot().running);
+}
+
+TEST_CASE("the XFCE session, where it is installed") {
+    if (g_server != DesktopConfig::Server::Tigervnc || !find_program("startxfce4", kDefaultPath) ||
+        !find_program("dbus-launch", kDefaultPath)) {
+        MESSAGE("skipped: needs Xtigervnc, startxfce4 and dbus-launch");
+        return;
+    }
+    ProcessTable processes;
+    DesktopService service;  // the agent's own configuration
+    DesktopRequest desktop = test_desktop();
+    desktop.display = kDisplay - 1;
+    desktop.width = 1280;
+    desktop.height = 800;
+    auto started = service.start(processes, test_options(), desktop);
+    REQUIRE_MESSAGE(started, (started ? "" : started.error().code + " " + started.error().to_string()));
+    // XFCE takes a few seconds to draw its panel and desktop; the session
+    // must still run then (dbus-launch ends with startxfce4).
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    CHECK(service.status().session_running);
+    // A terminal (XFCE's ctrl+alt+t) that is typed into; the screenshot is
+    // left in /tmp for a person to look at.
+    act(service, {{"action", "key"}, {"text", "ctrl+alt+t"}});
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    act(service, {{"action", "type"}, {"text", "echo typed-by-xdotool\n"}});
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const auto before = std::chrono::steady_clock::now();
+    auto shot = act(service, {{"action", "screenshot"}});
+    MESSAGE("a 1280x800 XFCE screenshot: ", shot.png.size(), " bytes in ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before).count(),
+            " ms");
+    CHECK(png_size(shot.png) == std::optional(ScreenSize{1280, 800}));
+    std::ofstream("/tmp/sbx-desktop-xfce.png", std::ios::binary) << shot.png;
+    auto scaled = act(service, {{"action", "screenshot"}, {"max_width", 1024}});
+    CHECK(png_size(scaled.png) == std::optional(ScreenSize{1024, 640}));
+    // Ended as a logout would: the X server goes, the session follows and
+    // dbus-launch --exit-with-session takes its bus along (SIGKILL to the
+    // groups, the process table's end, would leave the bus daemons behind).
+    for (auto& process : processes.list()) {
+        if (process->command()["argv"][0] == "Xtigervnc") {
+            process->signal_group(SIGTERM);
+        }
+    }
+    for (int i = 0; i < 200 && service.status().session_running; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK_FALSE(service.status().running);
+    CHECK_FALSE(service.status().session_running);
 }
 
 int main(int argc, char** argv) {
