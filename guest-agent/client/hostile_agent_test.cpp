@@ -484,6 +484,14 @@ std::string png_header(std::uint32_t width, std::uint32_t height) {
     return png;
 }
 
+// A fake agent that answers the one request with `reply`.
+Script one_reply(Json reply) {
+    return [reply = std::move(reply)](FrameStream& s) {
+        request_then(s, {reply});
+        until_closed(s);
+    };
+}
+
 Script image_reply(std::string png, Json result) {
     return [png = std::move(png), result = std::move(result)](FrameStream& s) {
         REQUIRE(s.read_message());
@@ -543,30 +551,21 @@ TEST_CASE("desktop: images that are no PNG, or not of the size the reply says, a
 
 TEST_CASE("desktop: status and action replies are checked") {
     SUBCASE("a running desktop without its display") {
-        FakeAgent agent([](FrameStream& s) {
-            request_then(s, {Json{{"type", "result"}, {"running", true}, {"width", 5}, {"height", 5}}});
-            until_closed(s);
-        });
+        FakeAgent agent(one_reply(Json{{"type", "result"}, {"running", true}, {"width", 5}, {"height", 5}}));
         auto client = agent.connect();
         REQUIRE(client);
         check_error(desktop_status(*client), "display");
     }
     SUBCASE("a wrong-typed port") {
-        FakeAgent agent([](FrameStream& s) {
-            request_then(s, {Json{{"type", "result"}, {"display", 1}, {"vnc_port", "5901"}, {"width", 5},
-                                  {"height", 5}, {"started", true}}});
-            until_closed(s);
-        });
+        FakeAgent agent(one_reply(Json{{"type", "result"}, {"display", 1}, {"vnc_port", "5901"}, {"width", 5},
+                                  {"height", 5}, {"started", true}}));
         auto client = agent.connect();
         REQUIRE(client);
         check_error(desktop_start(*client), "vnc_port");
     }
     SUBCASE("a start reply is read") {
-        FakeAgent agent([](FrameStream& s) {
-            request_then(s, {Json{{"type", "result"}, {"display", 1}, {"vnc_port", 5901}, {"width", 1280},
-                                  {"height", 800}, {"started", true}}});
-            until_closed(s);
-        });
+        FakeAgent agent(one_reply(Json{{"type", "result"}, {"display", 1}, {"vnc_port", 5901}, {"width", 1280},
+                                  {"height", 800}, {"started", true}}));
         auto client = agent.connect();
         REQUIRE(client);
         auto info = desktop_start(*client);
@@ -577,19 +576,13 @@ TEST_CASE("desktop: status and action replies are checked") {
         CHECK(info->width == 1280);
     }
     SUBCASE("a cursor position that is not a number") {
-        FakeAgent agent([](FrameStream& s) {
-            request_then(s, {Json{{"type", "result"}, {"x", "1"}, {"y", 2}}});
-            until_closed(s);
-        });
+        FakeAgent agent(one_reply(Json{{"type", "result"}, {"x", "1"}, {"y", 2}}));
         auto client = agent.connect();
         REQUIRE(client);
         check_error(desktop_action(*client, Json{{"action", "cursor_position"}}), "x");
     }
     SUBCASE("an action's stderr is made printable") {
-        FakeAgent agent([](FrameStream& s) {
-            request_then(s, {Json{{"type", "result"}, {"stderr", "bad\x1b[31mkey"}}});
-            until_closed(s);
-        });
+        FakeAgent agent(one_reply(Json{{"type", "result"}, {"stderr", "bad\x1b[31mkey"}}));
         auto client = agent.connect();
         REQUIRE(client);
         auto r = desktop_action(*client, Json{{"action", "key"}, {"text", "a"}});
