@@ -154,6 +154,7 @@ TEST_CASE("the default user (sbx-agent --default-user) runs what names no user, 
     AgentOptions options = h.agent->options();
     CHECK(options.default_user == "root");
     options.default_user = "nobody";
+    options.token = std::string(kTestToken);  // the door took the harness's copy
     h.agent = std::make_unique<Agent>(std::move(options));
     auto client = h.connect();
     auto plain = run_ok(client, ExecRequest{.shell = "id -u; id -g; echo $HOME $USER; pwd"});
@@ -168,6 +169,7 @@ TEST_CASE("the default user (sbx-agent --default-user) runs what names no user, 
     ExecHarness missing;
     options = missing.agent->options();
     options.default_user = "no-such-user-here";
+    options.token = std::string(kTestToken);
     missing.agent = std::make_unique<Agent>(std::move(options));
     auto other = missing.connect();
     auto failed = exec(other, ExecRequest{.argv = {"true"}});

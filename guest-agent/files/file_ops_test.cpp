@@ -184,6 +184,7 @@ TEST_CASE("the default user (sbx-agent --default-user) owns what names no owner"
     AgentHarness h;
     AgentOptions options = h.agent->options();
     options.default_user = "nobody";
+    options.token = std::string(kTestToken);  // the door took the harness's copy
     h.agent = std::make_unique<Agent>(std::move(options));
     TempDir work;
     AgentClient client = h.connect();
