@@ -39,6 +39,11 @@ walk_crash_dumps() {
   vector=$(( ${vector:-0} & 0xff ))
   local snap=()
   [ ${#check[@]} -eq 0 ] && for dump in "${work:-/nonexistent}"/*.snap; do [ -f "$dump" ] && snap=(--snapshot "$dump"); done
+  if [ ${#check[@]} -eq 0 ]; then
+    for dump in "${work:-/nonexistent}"/sbx-vmm-*.mem.partial; do
+      [ -f "$dump" ] && echo "== $dump: never finished (level 1 ended while sbx-vmm wrote it)" >&2
+    done
+  fi
   for dump in "${work:-/nonexistent}"/sbx-vmm-*.mem; do
     [ -f "$dump" ] || continue
     if [ ${#check[@]} -eq 0 ]; then

@@ -1,6 +1,7 @@
 #include "host-tools/sbx-vmm/crash_dump.hpp"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,9 +21,10 @@ bool zero_page(const std::uint8_t* p) {
 }  // namespace
 
 Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& name) {
-    auto fd = UniqueFd(::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    const std::string partial = name + kCrashDumpPartialSuffix;
+    auto fd = UniqueFd(::openat(dir_fd, partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) {
-        return sys_error("creating the crash dump {}", name);
+        return sys_error("creating the crash dump {}", partial);
     }
     std::uint64_t written = 0;
     for (const auto& region : memory.regions()) {
@@ -40,6 +42,9 @@ Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, co
     }
     if (::ftruncate(fd.get(), static_cast<off_t>(memory.end())) != 0) {
         return sys_error("sizing the crash dump {}", name);
+    }
+    if (::renameat(dir_fd, partial.c_str(), dir_fd, name.c_str()) != 0) {
+        return sys_error("naming the crash dump {}", name);
     }
     return written;
 }

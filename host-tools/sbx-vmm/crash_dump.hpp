@@ -4,7 +4,9 @@
 // non-zero pages written. Asked for with SBX_VMM_CRASH_DUMP_DIR, a
 // diagnosis aid for test runs; the file is DIR/sbx-vmm-PID.mem. DIR is
 // opened at start, so a jailed VMM writes there too (when DIR lets its
-// uid create files: tests make it 1777).
+// uid create files: tests make it 1777). It is written as NAME.partial and
+// renamed when whole: a test that sees NAME can read it (a guest's memory
+// takes a while to write, and its level 1 may be about to power off).
 #pragma once
 
 #include <string>
@@ -14,8 +16,11 @@
 
 namespace sbx {
 
-// Writes `memory` to `name` in the directory `dir_fd` (created 0600,
-// never over an existing file); returns the bytes written.
+inline constexpr const char* kCrashDumpPartialSuffix = ".partial";
+
+// Writes `memory` to `name` + kCrashDumpPartialSuffix in the directory
+// `dir_fd` (created 0600, never over an existing file), then renames it
+// to `name`; returns the bytes written.
 [[nodiscard]] Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& name);
 
 }  // namespace sbx

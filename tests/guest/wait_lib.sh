@@ -22,6 +22,11 @@
 #   wait_exit PID DEADLINE_S
 #       waits for the child PID to exit; sets $st to its exit status, or to
 #       the empty string if it is still running at the deadline (return 1).
+#   wait_crash_dumps DIR
+#       waits (up to $SBX_CRASH_DUMP_WAIT s, default 600) until no sbx-vmm
+#       in DIR is still writing a crash dump (sbx-vmm-PID.mem.partial,
+#       renamed to sbx-vmm-PID.mem when whole): a session that ends while a
+#       dump is half written leaves tests/lib.sh a dump it cannot walk.
 
 wait_until() {
   local deadline=$1 what=$2 end tries=0
@@ -76,4 +81,10 @@ wait_exit() {
     return 0
   fi
   return 1
+}
+
+no_partial_dump() { ! compgen -G "$1/sbx-vmm-*.mem.partial" >/dev/null; }
+wait_crash_dumps() {
+  no_partial_dump "$1" && return 0
+  WAIT_INTERVAL=1 wait_until "${SBX_CRASH_DUMP_WAIT:-600}" "a crash dump being written in $1" no_partial_dump "$1"
 }

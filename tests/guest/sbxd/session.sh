@@ -87,6 +87,7 @@ for part in "${parts[@]}"; do
   # A guest triple-faulted (sbx-vmm dumped its memory): the run is judged,
   # and perhaps run again, on that dump (tests/lib.sh run_nested), so the
   # parts after this one would only make a retry later.
+  wait_crash_dumps "$logdir"
   if dumps=$(compgen -G "$logdir/sbx-vmm-*.mem"); then
     bad "a guest triple-faulted during part $part (${dumps//$'\n'/ }); the session ends here"
     break
