@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <thread>
 
 #include "base/unix_socket.hpp"
@@ -78,6 +80,32 @@ Error failed_run(const std::string& program, const ProgramRun& run, std::chrono:
 }
 
 }  // namespace
+
+Result<std::string> prepare_runtime_dir(const std::string& base, uid_t uid, gid_t gid) {
+    if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
+        return coded(code::kStartFailed, "making {}: {}", base, std::strerror(errno));
+    }
+    const std::string dir = fmt::format("{}/{}", base, uid);
+    if (::mkdir(dir.c_str(), 0700) == 0) {
+        if (::lchown(dir.c_str(), uid, gid) != 0 || ::chmod(dir.c_str(), 0700) != 0) {
+            const int err = errno;
+            ::rmdir(dir.c_str());
+            return coded(code::kStartFailed, "giving {} to uid {}: {}", dir, uid, std::strerror(err));
+        }
+        return dir;
+    }
+    if (errno != EEXIST) {
+        return coded(code::kStartFailed, "making {}: {}", dir, std::strerror(errno));
+    }
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+        return coded(code::kStartFailed, "{}: {}", dir, std::strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 07777) != 0700) {
+        return coded(code::kStartFailed, "{} is not a 0700 directory of uid {}", dir, uid);
+    }
+    return dir;
+}
 
 std::vector<std::string> x_server_argv(DesktopConfig::Server server, const DesktopRequest& request) {
     const std::string display = fmt::format(":{}", request.display);
@@ -154,6 +182,12 @@ Result<std::pair<DesktopStatus, bool>> DesktopService::start(ProcessTable& proce
         if (!spec) {
             return spec.error();
         }
+        const UserInfo& user = spec->plan.user;
+        auto runtime_dir = prepare_runtime_dir(config_.runtime_dir_base, user.uid, user.gid);
+        if (!runtime_dir) {
+            return runtime_dir.error();
+        }
+        spec->plan.env.push_back("XDG_RUNTIME_DIR=" + *runtime_dir);
         session_spec = std::move(*spec);
     }
     if (auto r = require_program(server_spec->plan, argv[0]); !r) {

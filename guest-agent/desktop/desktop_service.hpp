@@ -30,7 +30,16 @@ struct DesktopConfig {
     std::vector<std::string> session_programs{"dbus-launch", "startxfce4"};
     std::chrono::milliseconds start_timeout{60'000};
     std::string socket_dir = "/tmp/.X11-unix";  // where X servers put their sockets (X<display>)
+    // The session's XDG_RUNTIME_DIR is <runtime_dir_base>/<uid>, as
+    // pam_systemd makes it at a login (the images run no logind).
+    std::string runtime_dir_base = "/run/user";
 };
+
+// The user's runtime directory under `base` (XDG Base Directory spec:
+// owned by the user, mode 0700, on a local file system): made when
+// missing (`base` too, 0755), reused when it is already the user's own
+// 0700 directory, refused (start_failed) when it is anything else.
+[[nodiscard]] Result<std::string> prepare_runtime_dir(const std::string& base, uid_t uid, gid_t gid);
 
 // The X server's argument vector (Xtigervnc(1), Xvfb(1), xserver(1)).
 [[nodiscard]] std::vector<std::string> x_server_argv(DesktopConfig::Server server, const DesktopRequest& request);

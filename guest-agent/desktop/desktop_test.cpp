@@ -3,10 +3,15 @@
 // as not_running, desktop_start's checks (fields, user, programs), and the
 // session going on after each error. desktop_x_test.cpp runs a real one.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "guest-agent/agent/agent_test_util.hpp"
 #include "guest-agent/desktop/desktop_client.hpp"
 #include "guest-agent/desktop/desktop_run.hpp"
+#include "guest-agent/desktop/desktop_service.hpp"
 #include "guest-agent/exec/exec_request.hpp"
 
 using namespace sbx;
@@ -103,4 +108,39 @@ TEST_CASE("desktop_start names a missing program") {
     REQUIRE(status);
     CHECK_FALSE(status->running);
     still_serves(client);
+}
+
+TEST_CASE("the session's runtime directory: made 0700 for the user, reused, refused when not its own") {
+    char name[] = "/tmp/sbx-desktop-run.XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    const std::string base = std::string(name) + "/user";  // made too
+    const uid_t uid = ::geteuid();
+    const gid_t gid = ::getegid();
+    auto dir = prepare_runtime_dir(base, uid, gid);
+    REQUIRE_MESSAGE(dir, (dir ? "" : dir.error().to_string()));
+    CHECK(*dir == base + "/" + std::to_string(uid));
+    struct stat st {};
+    REQUIRE(::lstat(dir->c_str(), &st) == 0);
+    CHECK(S_ISDIR(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0700);
+    CHECK(st.st_uid == uid);
+    auto again = prepare_runtime_dir(base, uid, gid);
+    REQUIRE(again);
+    CHECK(*again == *dir);
+
+    SUBCASE("a directory another session opened up") {
+        REQUIRE(::chmod(dir->c_str(), 0755) == 0);
+        auto r = prepare_runtime_dir(base, uid, gid);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == "start_failed");
+    }
+    SUBCASE("a symlink in its place") {
+        REQUIRE(::rmdir(dir->c_str()) == 0);
+        REQUIRE(::symlink(name, dir->c_str()) == 0);
+        auto r = prepare_runtime_dir(base, uid, gid);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == "start_failed");
+        ::unlink(dir->c_str());
+    }
+    std::filesystem::remove_all(name);
 }

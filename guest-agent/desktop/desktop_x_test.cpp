@@ -9,7 +9,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "guest-agent/desktop/desktop_run.hpp"
 #include "guest-agent/desktop/desktop_service.hpp"
@@ -24,13 +26,32 @@ namespace {
 constexpr std::uint32_t kDisplay = 87;
 DesktopConfig::Server g_server = DesktopConfig::Server::Tigervnc;  // chosen by main() before the tests
 
+std::string runtime_base() { return fmt::format("/tmp/sbx-desktop-x-test-run.{}", ::getpid()); }
+
 DesktopConfig test_config() {
     DesktopConfig config;
     config.server = g_server;
-    config.session = {"sh", "-c", "test -n \"$DISPLAY\" && exec sleep 600"};
+    // The session leaves a mark in its runtime directory (session_marked)
+    // when it has its display and that directory is its own, 0700.
+    config.session = {"sh", "-c",
+                      "test -n \"$DISPLAY\" && test -d \"$XDG_RUNTIME_DIR\" && test -O \"$XDG_RUNTIME_DIR\" && "
+                      "test \"$(stat -c %a \"$XDG_RUNTIME_DIR\")\" = 700 && touch \"$XDG_RUNTIME_DIR/session-ok\" && "
+                      "exec sleep 600"};
     config.session_programs = {"sh"};
     config.start_timeout = std::chrono::seconds(30);
+    config.runtime_dir_base = runtime_base();
     return config;
+}
+
+bool session_marked() {
+    const std::string mark = fmt::format("{}/{}/session-ok", runtime_base(), ::geteuid());
+    for (int i = 0; i < 300; ++i) {
+        if (::access(mark.c_str(), F_OK) == 0) {
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
 }
 
 DesktopRequest test_desktop() {
@@ -67,6 +88,7 @@ TEST_CASE("a real X server: start, images, mouse and keys") {
     CHECK(status.desktop.width == 640);
     CHECK(status.desktop.height == 400);
     CHECK(status.session_running);
+    CHECK_MESSAGE(session_marked(), "the session never saw its display and its own runtime directory");
     const bool vnc = g_server == DesktopConfig::Server::Tigervnc;
     if (vnc) {
         REQUIRE(status.vnc_port == 5900 + kDisplay);
@@ -235,5 +257,7 @@ int main(int argc, char** argv) {
         return skip("xdotool or maim is not installed");
     }
     doctest::Context context(argc, argv);
-    return context.run();
+    const int status = context.run();
+    std::filesystem::remove_all(runtime_base());
+    return status;
 }
