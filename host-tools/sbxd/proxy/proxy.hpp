@@ -65,7 +65,10 @@ struct ProxyLimits {
     std::size_t max_connections = 4096;        // client connections at once; past it a new one is closed
     std::size_t max_header_bytes = 16 * 1024;  // a request's or response's header; past it 431 (502 upstream)
     std::size_t backend_threads = 8;           // concurrent Backend calls
-    std::chrono::milliseconds handshake_timeout{10'000};   // the TLS handshake
+    // From the accept to the end of the TLS handshake (nginx's
+    // ssl_handshake_timeout is 60 s too): a browser's first handshake on a
+    // loaded host, with its certificate store to load, can take over 10 s.
+    std::chrono::milliseconds handshake_timeout{60'000};
     std::chrono::milliseconds idle_timeout{60'000};        // keep-alive wait for a request's first byte
     // In that wait, the kept upstream link (and with it Upstream::hold, the
     // sandbox's activity lease) is closed after this: an idle browser tab
