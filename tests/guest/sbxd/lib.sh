@@ -24,6 +24,22 @@ bad() {
   echo "FAIL: $*"; failures=$((failures + 1))
   [ -z "${part_record:-}" ] || echo "FAIL: $*" >>"$part_record"
   keep_sandbox_logs
+  end_if_a_guest_crashed
+}
+# end_if_a_guest_crashed: a guest that triple-faulted has left its memory
+# in $SBX_VMM_CRASH_DUMP_DIR (sbx-vmm). The part's checks after it would
+# fail for that alone (run15: a part's 40 checks, 10 minutes), and the run
+# is judged, and run again from this part when the fault came from below
+# the VMM, on that dump (tests/lib.sh run_nested). So once the dump is
+# whole the session ends here, its part unfinished.
+end_if_a_guest_crashed() {
+  local dir=${SBX_VMM_CRASH_DUMP_DIR:-} dumps
+  [ -n "$dir" ] && [ "$BASH_SUBSHELL" -eq 0 ] || return 0
+  compgen -G "$dir/sbx-vmm-*.mem*" >/dev/null || return 0
+  declare -F wait_crash_dumps >/dev/null && wait_crash_dumps "$dir"
+  dumps=$(compgen -G "$dir/sbx-vmm-*.mem*" | xargs)
+  echo "FAIL: a guest triple-faulted during part ${part:-?} ($dumps); the session ends here"
+  exit 1
 }
 # keep_sandbox_logs: every sandbox's console and VMM log as they are at a
 # failure, in $logdir/fail.N/ID/ (the first 8 failures; a part deletes its
