@@ -58,7 +58,7 @@ case " $parts " in *" sdk "* | *" examples "*)
 esac
 # SBXD_LEVEL1_TIMEOUT: level 1's bound in seconds (scripts/soak-sbxd
 # raises it with the kills it asks for; meson's own timeout must be above).
-run_nested "$work/out" --cpus 2 --timeout "${SBXD_LEVEL1_TIMEOUT:-3000}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
+run_nested "$work/out" --cpus 2 --timeout "${SBXD_LEVEL1_TIMEOUT:-3300}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
   $parts
