@@ -20,7 +20,7 @@ inline constexpr const char* kCrashDumpPartialSuffix = ".partial";
 
 // Writes `memory` to `name` + kCrashDumpPartialSuffix in the directory
 // `dir_fd` (created 0600, never over an existing file), then renames it
-// to `name`; returns the bytes written.
+// to `name`, also when writing failed part way; returns the bytes written.
 [[nodiscard]] Result<std::uint64_t> write_crash_dump(const GuestMemory& memory, int dir_fd, const std::string& name);
 
 }  // namespace sbx

@@ -2,9 +2,11 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -65,6 +67,26 @@ TEST_CASE("a crash dump never replaces a file, and a failed one is never named")
     REQUIRE_FALSE(written.has_value());
     CHECK_FALSE(std::filesystem::exists(folder.path / "sbx-vmm-2.mem"));
     CHECK(std::filesystem::file_size(folder.path / "sbx-vmm-2.mem.partial") == 14);
+}
+
+TEST_CASE("a crash dump cut short is still named, so nobody waits for it") {
+    Folder folder;
+    auto memory = two_mib();
+    REQUIRE(memory.write_obj(GuestAddress(0x1ff000), std::uint32_t{1}).has_value());
+    // A file-size limit below the page at 0x1ff000 (setrlimit(2)): its
+    // pwrite fails with EFBIG, as a full disk would fail it.
+    rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 64 * 1024;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    auto written = write_crash_dump(memory, folder.fd.get(), "sbx-vmm-3.mem");
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    REQUIRE_FALSE(written.has_value());
+    CHECK(std::filesystem::exists(folder.path / "sbx-vmm-3.mem"));
+    CHECK_FALSE(std::filesystem::exists(folder.path / "sbx-vmm-3.mem.partial"));
 }
 
 }  // namespace
