@@ -60,9 +60,10 @@ esac
 # raises it with the kills it asks for; meson's own timeout must be above).
 # SBXD_LEVEL1_CPUS: level 1's CPUs (default 2). With 1 (every sandbox
 # here has one vCPU) the parts' own steps (curl, Python, sbx, node,
-# Chromium) start about three times faster and a group takes half the
-# time, but level 1 wedges with an interrupt left pending about once in
-# 30 minutes (tests/harness/README.md, "One level-1 CPU").
+# Chromium) start about three times faster and a group takes about 60% of
+# the time; level 1 then wedged with an interrupt left pending about once
+# in 30 minutes, which tests/nested's periodic tick for one CPU is meant
+# to end (tests/harness/README.md, "One level-1 CPU"; not yet soaked).
 run_nested "$work/out" --cpus "${SBXD_LEVEL1_CPUS:-2}" --timeout "${SBXD_LEVEL1_TIMEOUT:-3300}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
