@@ -12,9 +12,9 @@ pf_spin=$(dirname "${BASH_SOURCE[0]}")/../tools/pf_spin.py
 # A check line that comes over 10 s after the one before it says so first
 # (SBXD-SLOW: the steps that make a part long; session.sh resets the clock
 # at each part). $EPOCHREALTIME, so no process per check.
-check_clock=${EPOCHREALTIME/./}
+check_clock=${EPOCHREALTIME//[!0-9]/}
 check_slow() {
-  local t=${EPOCHREALTIME/./} d
+  local t=${EPOCHREALTIME//[!0-9]/} d
   d=$((t - check_clock)) check_clock=$t
   [ "$d" -lt 10000000 ] || printf 'SBXD-SLOW: %d.%d s to: %s\n' $((d / 1000000)) $((d / 100000 % 10)) "$1"
 }

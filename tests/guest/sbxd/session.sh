@@ -73,7 +73,7 @@ for part in "${parts[@]}"; do
     continue
   fi
   echo "SBXD-PART: $part"
-  t_part=$(now) check_clock=${EPOCHREALTIME/./}
+  t_part=$(now) check_clock=${EPOCHREALTIME//[!0-9]/}
   part_record=$done_dir/.$part.running
   : >"$part_record"
   # shellcheck source=/dev/null
