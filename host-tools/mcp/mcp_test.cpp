@@ -138,7 +138,8 @@ TEST_CASE("every tool is well described and its schemas stay in the checked subs
     for (const char* wanted : {"sandbox_create", "sandbox_list", "sandbox_get", "sandbox_delete", "sandbox_stop",
                                "sandbox_resume", "sandbox_fork", "exec", "exec_start", "exec_status", "exec_output",
                                "exec_signal", "write_stdin", "read_file", "write_file", "list_files", "host_port", "unhost_port",
-                               "snapshot_create", "snapshot_list", "snapshot_delete", "handoff_session"}) {
+                               "snapshot_create", "snapshot_list", "snapshot_delete", "handoff_session", "desktop_start",
+                               "desktop_status", "desktop_action"}) {
         CAPTURE(wanted);
         CHECK(std::any_of(tools.begin(), tools.end(), [&](const Json& t) { return t["name"] == wanted; }));
     }
@@ -304,6 +305,115 @@ TEST_CASE("read_file, write_file, list_files") {
 
     bed.api.answer(200, R"({"ok":true,"entries":[{"name":"a","type":"file"}]})");
     CHECK(bed.call("list_files", {{"sandbox", "s"}, {"path", "/"}})["structuredContent"]["entries"][0]["name"] == "a");
+}
+
+TEST_CASE("desktop_start and desktop_status pass the desktop on") {
+    Bed bed;
+    const Json desktop = {{"running", true},  {"sessionRunning", true}, {"display", 1},
+                          {"width", 1024},    {"height", 768},          {"vncPort", 5901},
+                          {"started", true},  {"url", "https://d-desktop.sbx.localhost/vnc.html?_token=t"},
+                          {"viewOnlyUrl", nullptr}};
+    bed.api.answer(200, Json{{"ok", true}, {"requestId", "req_1"}, {"warnings", Json::array()}, {"desktop", desktop}}.dump());
+    Json r = bed.call("desktop_start", {{"sandbox", "sbx 1"}, {"width", 1024}, {"height", 768}});
+    CHECK(r["structuredContent"] == Json{{"desktop", desktop}, {"warnings", Json::array()}});
+    CHECK(bed.api.calls.at(0).method == "POST");
+    CHECK(bed.api.calls.at(0).target == "/v1/sandboxes/sbx%201/desktop");
+    CHECK(Json::parse(bed.api.calls.at(0).body) == Json{{"width", 1024}, {"height", 768}});
+    CHECK(r["content"].size() == 1);
+    CHECK(Bed::error_of(bed.call("desktop_start", {{"sandbox", "s"}, {"width", 10}}))["message"] ==
+          "width: must be at least 64");
+
+    bed.api.answer(200, Json{{"ok", true}, {"desktop", {{"running", false}, {"display", nullptr}, {"url", nullptr}}}}.dump());
+    r = bed.call("desktop_status", {{"sandbox", "s"}});
+    CHECK(bed.api.calls.at(1).method == "GET");
+    CHECK(bed.api.calls.at(1).target == "/v1/sandboxes/s/desktop");
+    CHECK(r["structuredContent"]["desktop"]["running"] == false);
+    bed.api.answer(409, R"({"ok":false,"status":409,"code":"invalid_state","message":"Xtigervnc is not installed"})");
+    CHECK(Bed::error_of(bed.call("desktop_start", {{"sandbox", "s"}}))["code"] == "invalid_state");
+}
+
+TEST_CASE("desktop_action: the computer-use action as the REST body, images as image content") {
+    Bed bed;
+    bed.api.answer(200, R"({"ok":true,"action":"left_click_drag","result":{}})");
+    Json r = bed.call("desktop_action", {{"sandbox", "s"}, {"action", "left_click_drag"},
+                                         {"start_coordinate", {1, 2}}, {"coordinate", {30, 40}}});
+    CHECK(bed.api.calls.at(0).target == "/v1/sandboxes/s/desktop/actions");
+    CHECK(Json::parse(bed.api.calls.at(0).body) ==
+          Json{{"action", "left_click_drag"}, {"start_coordinate", {1, 2}}, {"coordinate", {30, 40}}});
+    CHECK(r["structuredContent"] == Json{{"action", "left_click_drag"}, {"result", Json::object()}});
+    CHECK(r["content"].size() == 1);
+
+    bed.api.answer(200, R"({"ok":true,"action":"scroll","result":{}})");
+    bed.call("desktop_action", {{"sandbox", "s"}, {"action", "scroll"}, {"coordinate", {5, 6}},
+                                {"scroll_direction", "down"}, {"scroll_amount", 3}, {"text", "shift"}});
+    CHECK(Json::parse(bed.api.calls.at(1).body) == Json{{"action", "scroll"}, {"coordinate", {5, 6}},
+                                                       {"scroll_direction", "down"}, {"scroll_amount", 3},
+                                                       {"text", "shift"}});
+    bed.api.answer(200, R"({"ok":true,"action":"cursor_position","result":{"x":7,"y":8}})");
+    r = bed.call("desktop_action", {{"sandbox", "s"}, {"action", "cursor_position"}});
+    CHECK(r["structuredContent"]["result"] == Json{{"x", 7}, {"y", 8}});
+    bed.api.answer(200, R"({"ok":true,"action":"wait","result":{}})");
+    bed.call("desktop_action", {{"sandbox", "s"}, {"action", "wait"}, {"duration", 0.5}});
+    CHECK(Json::parse(bed.api.calls.at(3).body) == Json{{"action", "wait"}, {"duration", 0.5}});
+
+    const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "rest of it";
+    bed.api.answer(200, Json{{"ok", true}, {"action", "screenshot"},
+                             {"result", {{"png", base64_encode(png)}, {"width", 640}, {"height", 400}}}}.dump());
+    r = bed.call("desktop_action", {{"sandbox", "s"}, {"action", "screenshot"}, {"max_width", 640}});
+    CHECK(Json::parse(bed.api.calls.at(4).body) == Json{{"action", "screenshot"}, {"max_width", 640}});
+    const Json want = {{"action", "screenshot"}, {"result", {{"width", 640}, {"height", 400}, {"bytes", png.size()}}}};
+    CHECK(r["structuredContent"] == want);
+    REQUIRE(r["content"].size() == 2);
+    CHECK(Json::parse(r["content"][0]["text"].get<std::string>()) == want);
+    CHECK(r["content"][1] == Json{{"type", "image"}, {"data", base64_encode(png)}, {"mimeType", "image/png"}});
+
+    bed.api.answer(200, Json{{"ok", true}, {"action", "zoom"}, {"result", {{"png", base64_encode(png)}, {"width", 2}, {"height", 2}}}}.dump());
+    r = bed.call("desktop_action", {{"sandbox", "s"}, {"action", "zoom"}, {"region", {0, 0, 2, 2}}});
+    CHECK(r["content"].at(1)["type"] == "image");
+    bed.api.answer(200, R"({"ok":true,"action":"zoom","result":{"png":"!!","width":2,"height":2}})");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "zoom"}, {"region", {0, 0, 2, 2}}}))["code"] ==
+          "bad_response");
+    bed.api.answer(200, R"({"ok":true,"action":"key"})");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "key"}, {"text", "a"}}))["code"] ==
+          "bad_response");
+    bed.api.answer(409, R"({"ok":false,"status":409,"code":"invalid_state","message":"no desktop runs"})");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "screenshot"}}))["code"] == "invalid_state");
+    const std::size_t asked = bed.api.calls.size();
+
+    // The schema holds the API's names, types and bounds: refused before any call.
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "click"}}))["code"] == "invalid_argument");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "mouse_move"}, {"coordinate", {1}}}))["message"] ==
+          "coordinate: must have at least 2 items");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "mouse_move"}, {"coordinate", {1, -1}}}))["message"] ==
+          "coordinate[1]: must be at least 0");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "scroll"}, {"scroll_amount", 101}}))["code"] ==
+          "invalid_argument");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "wait"}, {"duration", "1"}}))["code"] ==
+          "invalid_argument");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}, {"action", "key"}, {"keys", "a"}}))["message"] ==
+          "arguments: unknown field keys");
+    CHECK(Bed::error_of(bed.call("desktop_action", {{"sandbox", "s"}}))["message"] == "arguments: action is required");
+    CHECK(bed.api.calls.size() == asked);
+}
+
+TEST_CASE("desktop_action's schema offers exactly the API's actions and fields") {
+    const auto tools = sandbox_tools();
+    const auto tool = std::find_if(tools.begin(), tools.end(), [](const ToolSpec& t) { return t.name == "desktop_action"; });
+    REQUIRE(tool != tools.end());
+    const Json properties = tool->input_schema["properties"];
+    std::vector<std::string> fields;
+    for (const auto& [name, value] : properties.items()) {
+        fields.push_back(name);
+    }
+    std::sort(fields.begin(), fields.end());
+    // docs/api.md POST …/desktop/actions, and the sandbox.
+    CHECK(fields == std::vector<std::string>{"action", "coordinate", "duration", "max_height", "max_width", "region",
+                                             "sandbox", "scroll_amount", "scroll_direction", "start_coordinate", "text"});
+    CHECK(properties["action"]["enum"] ==
+          Json{"screenshot", "zoom", "mouse_move", "left_click", "right_click", "middle_click", "double_click",
+               "triple_click", "left_click_drag", "left_mouse_down", "left_mouse_up", "scroll", "type", "key",
+               "hold_key", "cursor_position", "wait"});
+    CHECK(tool->annotations["readOnlyHint"] == false);
 }
 
 TEST_CASE("2026-07-28: stateless requests, their _meta and versions") {

@@ -202,7 +202,7 @@ Json Protocol::call_tool(const Json& id, const Json& params, ApiCaller& api) con
     if (auto bad = schema_violation(tool->input_schema, arguments)) {
         return result(id, failure("invalid_argument", *bad));
     }
-    ToolContext context{api, defaults_};
+    ToolContext context{api, defaults_, {}};
     Result<Json> outcome = make_error("not run");
     try {
         outcome = tool->run(arguments, context);
@@ -213,10 +213,12 @@ Json Protocol::call_tool(const Json& id, const Json& params, ApiCaller& api) con
         return result(id, failure(outcome.error().code.empty() ? "internal" : outcome.error().code,
                                   outcome.error().message));
     }
-    return result(id, Json{{"content", Json::array({{{"type", "text"},
-                                                      {"text", outcome->dump(-1, ' ', false, Json::error_handler_t::replace)}}})},
-                           {"structuredContent", *outcome},
-                           {"isError", false}});
+    // server/tools "Structured Content": the same JSON as a text block too.
+    Json content = Json::array({{{"type", "text"}, {"text", outcome->dump(-1, ' ', false, Json::error_handler_t::replace)}}});
+    for (Json& block : context.content) {
+        content.push_back(std::move(block));
+    }
+    return result(id, Json{{"content", std::move(content)}, {"structuredContent", *outcome}, {"isError", false}});
 }
 
 }  // namespace sbx::mcp

@@ -7,6 +7,7 @@ std::vector<ToolSpec> sandbox_tools() {
     add_sandbox_tools(tools);
     add_exec_tools(tools);
     add_file_tools(tools);
+    add_desktop_tools(tools);
     return tools;
 }
 
@@ -28,6 +29,16 @@ std::string sandbox_path(const Json& arguments, std::string_view rest) {
 Json member(const Json& object, const char* name) {
     auto it = object.find(name);
     return it == object.end() ? Json(nullptr) : *it;
+}
+
+Json keep(const Json& answer, const std::vector<const char*>& names) {
+    Json out = Json::object();
+    for (const char* name : names) {
+        if (answer.contains(name)) {
+            out[name] = answer[name];
+        }
+    }
+    return out;
 }
 
 }  // namespace sbx::mcp

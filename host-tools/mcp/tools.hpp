@@ -29,6 +29,9 @@ struct ToolDefaults {
 struct ToolContext {
     ApiCaller& api;
     const ToolDefaults& defaults;
+    // Content blocks a tool adds after its result's JSON text, e.g. a
+    // screenshot as ImageContent (MCP 2025-06-18 server/tools "Tool Result").
+    std::vector<Json> content;
 };
 
 struct ToolSpec {
@@ -49,15 +52,17 @@ inline constexpr const char* kInstructions =
     "sandbox_create makes one in about a second; exec runs a command and returns its output; read_file, "
     "write_file and list_files move files; exec_start runs long jobs (exec_output reads them from an "
     "offset); host_port gives a web app an HTTPS URL; sandbox_stop keeps everything for later, "
-    "sandbox_fork copies a running sandbox. Delete sandboxes you no longer need.";
+    "sandbox_fork copies a running sandbox; desktop_start opens a graphical desktop that desktop_action drives "
+    "(screenshots, clicks, typing). Delete sandboxes you no longer need.";
 
 // Every tool, in a fixed order (MCP 2026-07-28 tools/list SHOULD be deterministic).
 [[nodiscard]] std::vector<ToolSpec> sandbox_tools();
 
-// tools_sandbox.cpp, tools_exec.cpp, tools_files.cpp: the groups.
+// tools_sandbox.cpp, tools_exec.cpp, tools_files.cpp, tools_desktop.cpp: the groups.
 void add_sandbox_tools(std::vector<ToolSpec>& tools);
 void add_exec_tools(std::vector<ToolSpec>& tools);
 void add_file_tools(std::vector<ToolSpec>& tools);
+void add_desktop_tools(std::vector<ToolSpec>& tools);
 
 // Helpers the groups share (tools.cpp).
 // A schema from JSON text (the tables in the tool files).
@@ -69,5 +74,7 @@ void add_file_tools(std::vector<ToolSpec>& tools);
 [[nodiscard]] std::string sandbox_path(const Json& arguments, std::string_view rest = "");
 // A value of the API's answer, or null.
 [[nodiscard]] Json member(const Json& object, const char* name);
+// The members of the API's answer named, those it has.
+[[nodiscard]] Json keep(const Json& answer, const std::vector<const char*>& names);
 
 }  // namespace sbx::mcp

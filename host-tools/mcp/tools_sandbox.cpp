@@ -22,16 +22,6 @@ const char* const kOneSandbox = R"({"type":"object","required":["sandbox"],"prop
 const char* const kManySandboxes = R"({"type":"object","required":["sandboxes"],"properties":{
   "sandboxes":{"type":"array","items":{"type":"object"}}}})";
 
-Json keep(const Json& answer, std::initializer_list<const char*> names) {
-    Json out = Json::object();
-    for (const char* name : names) {
-        if (answer.contains(name)) {
-            out[name] = answer[name];
-        }
-    }
-    return out;
-}
-
 // labels=k=v,k2=v2 (docs/api.md, GET /v1/sandboxes)
 std::string label_query(const Json& labels) {
     std::string joined;
@@ -103,13 +93,7 @@ ToolSpec simple(std::string name, std::string title, std::string description, co
                         if (!answer) {
                             return answer.error();
                         }
-                        Json out = Json::object();
-                        for (const char* field : kept) {
-                            if (answer->contains(field)) {
-                                out[field] = (*answer)[field];
-                            }
-                        }
-                        return out;
+                        return keep(*answer, kept);
                     }};
 }
 
