@@ -1,4 +1,4 @@
-"""Plain data the SDK returns: exec results and events, process output, files, ports, API keys."""
+"""Plain data the SDK returns: exec results and events, process output, files, ports, API keys, the desktop."""
 
 from __future__ import annotations
 
@@ -208,3 +208,35 @@ def _api_key_fields(d: dict[str, Any]) -> dict[str, Any]:
     return {"id": str(d.get("id", "")), "name": str(d.get("name") or ""), "created_at": d.get("createdAt"),
             "sandbox_id": d.get("sandboxId"), "read_only": bool(d.get("readOnly")),
             "expires_at": d.get("expiresAt"), "raw": d}
+
+
+@dataclass
+class DesktopInfo:
+    """A sandbox's desktop (``sandbox.desktop.start()`` / ``.status()``).
+
+    ``url`` opens it in a browser with mouse and keyboard, ``view_only_url``
+    only shows it; both None when sbxd serves no links (and ``url`` for a
+    read-only key). ``display``, ``width``, ``height`` and ``vnc_port`` are
+    None while no X server runs; ``started`` (from ``start()`` only) says
+    whether this call started it.
+    """
+
+    running: bool
+    session_running: bool
+    display: int | None = None
+    width: int | None = None
+    height: int | None = None
+    vnc_port: int | None = None
+    url: str | None = None
+    view_only_url: str | None = None
+    started: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_reply(cls, reply: dict[str, Any]) -> "DesktopInfo":
+        d = reply.get("desktop") or {}
+        return cls(running=bool(d.get("running")), session_running=bool(d.get("sessionRunning")),
+                   display=d.get("display"), width=d.get("width"), height=d.get("height"),
+                   vnc_port=d.get("vncPort"), url=d.get("url"), view_only_url=d.get("viewOnlyUrl"),
+                   started=d.get("started"), warnings=list(reply.get("warnings") or []), raw=d)

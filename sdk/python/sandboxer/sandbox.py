@@ -1,4 +1,4 @@
-"""A sandbox: lifecycle, exec, detached processes, files, hosted ports."""
+"""A sandbox: lifecycle, exec, detached processes, files, hosted ports, the desktop."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence, overload
 
 from ._http import quote
+from .desktop import Desktop
 from .errors import CommandError, NotFound
 from .files import Files
 from .models import ExecResult, HostedPort
@@ -44,6 +45,7 @@ class Sandbox:
         self._client = client
         self.data: dict[str, Any] = dict(data)
         self.files = Files(self)
+        self.desktop = Desktop(self)
         #: From the create (or fork) reply: warnings, whether it was replayed,
         #: and for a sandbox made from a snapshot, memory_restored/start_reason.
         self.warnings: list[str] = []

@@ -376,6 +376,21 @@ class FixtureTest(unittest.TestCase):
         with self.assertRaises(sandboxer.NotFound):
             self.sb.files.download_dir(f"{guest}/nothing", out)
 
+    # -- desktop (one that runs: the nested harness; no desktop starts on this host) -------
+
+    def test_desktop_without_one_running(self) -> None:
+        info = self.sb.desktop.status()
+        self.assertEqual((info.running, info.display, info.width, info.vnc_port, info.url),
+                         (False, None, None, None, None))
+        with self.assertRaises(sandboxer.InvalidState):
+            self.sb.desktop.screenshot()
+        with self.assertRaises(sandboxer.InvalidState):
+            self.sb.desktop.click(1, 2)
+        with self.assertRaises(sandboxer.InvalidArgument):
+            self.sb.desktop.action("dance")
+        with self.assertRaises(sandboxer.InvalidState):
+            self.client.get("sbx_off").desktop.status()
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -66,16 +66,22 @@ def error(status: int, code: str, **extra: Any) -> dict[str, Any]:
 SANDBOX = {"id": "sbx_0123456789abcdef", "state": "running", "labels": {"a": "b"}}
 
 
+def serve(test: unittest.TestCase,
+          answers: list[tuple[int, dict[str, str], Any]]) -> tuple[Script, sandboxer.Sandboxer]:
+    """A local server answering ``answers`` for the test's length, and a client of it over TCP."""
+    script = Script(answers)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_for(script))
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    test.addCleanup(server.server_close)
+    test.addCleanup(server.shutdown)
+    client = sandboxer.Sandboxer(f"http://127.0.0.1:{server.server_address[1]}", api_key="sbxk_test",
+                                 backoff=0.05, max_retries=3, timeout=10)
+    return script, client
+
+
 class TcpServerTest(unittest.TestCase):
     def serve(self, answers: list[tuple[int, dict[str, str], Any]]) -> tuple[Script, sandboxer.Sandboxer]:
-        script = Script(answers)
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_for(script))
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        self.addCleanup(server.server_close)
-        self.addCleanup(server.shutdown)
-        client = sandboxer.Sandboxer(f"http://127.0.0.1:{server.server_address[1]}", api_key="sbxk_test",
-                                     backoff=0.05, max_retries=3, timeout=10)
-        return script, client
+        return serve(self, answers)
 
     def test_429_retry_after_then_created_same_key(self) -> None:
         script, client = self.serve([
