@@ -4,8 +4,8 @@
 # setuptools and wheel), then its unittest suite run against sbxd's real
 # server and API over a host sbx-agent (sbxd_guest_fixture: sbx_run runs,
 # sbx_off is stopped), on the Unix socket and on TCP with the fixture's
-# keys; plus the suite's server-less tests (retries against a local
-# http.server, tar safety).
+# keys; plus the suite's server-less tests (retries and the desktop's
+# requests against a local http.server, tar safety).
 # Usage: fixture_test.sh FIXTURE SBX_AGENT SRC
 set -euo pipefail
 fixture=$(realpath "$1")
