@@ -4,6 +4,7 @@ export { Sandboxer, Snapshots, Keys } from './client.js';
 export { Sandbox, type SandboxCreateOptions } from './sandbox.js';
 export { Process, type AttachOptions } from './process.js';
 export { Files, type FileData } from './files.js';
+export { Desktop } from './desktop.js';
 export {
   Transport, parseHost, DEFAULT_HOST, type ClientOptions, type Endpoint, type RequestSpec, type AttemptInfo,
 } from './http.js';

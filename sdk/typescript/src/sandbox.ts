@@ -1,10 +1,11 @@
 // One sandbox: exec (collected or streamed), detached processes, files,
-// lifecycle (stop, resume, fork, snapshot, delete), hosted ports, and
-// `await using` / `Sandbox.with` that delete it afterwards.
+// lifecycle (stop, resume, fork, snapshot, delete), hosted ports, the
+// desktop, and `await using` / `Sandbox.with` that delete it afterwards.
 import { randomUUID } from 'node:crypto';
 import type { Transport } from './http.js';
 import { lines, pathOf, readAll } from './http.js';
 import { NotFoundError, ProtocolError, errorFromStream } from './errors.js';
+import { Desktop } from './desktop.js';
 import { Files } from './files.js';
 import { Process, processInfo } from './process.js';
 import { Sandboxer } from './client.js';
@@ -40,6 +41,8 @@ export class Sandbox {
   readonly id: string;
   /** The guest's files. */
   readonly files: Files;
+  /** The guest's graphical desktop and its computer-use actions. */
+  readonly desktop: Desktop;
   /** The description from the last request that returned it (`refresh()` renews it). */
   info: SandboxInfo | undefined;
   /** The create's or fork's extra answer (`replayed`, `warnings`, …), for a sandbox made here. */
@@ -49,6 +52,7 @@ export class Sandbox {
     this.id = typeof idOrInfo === 'string' ? idOrInfo : idOrInfo.id;
     this.info = typeof idOrInfo === 'string' ? undefined : idOrInfo;
     this.files = new Files(this.transport, this.id);
+    this.desktop = new Desktop(this.transport, this.id);
   }
 
   private get transport(): Transport {

@@ -244,3 +244,56 @@ export interface SandboxEvent {
   data: unknown;
   at: string;
 }
+
+/** A sandbox's desktop (`POST`/`GET /v1/sandboxes/{id}/desktop`): the four numbers are null while no X server runs. */
+export interface DesktopInfo {
+  running: boolean;
+  sessionRunning: boolean;
+  display: number | null;
+  width: number | null;
+  height: number | null;
+  vncPort: number | null;
+  /** Opens it in a browser with mouse and keyboard; null when sbxd serves no links (and for a read-only key). */
+  url: string | null;
+  /** Opens it in a browser to watch only. */
+  viewOnlyUrl: string | null;
+  /** From `start()`: whether this call started it (false: one ran already). */
+  started?: boolean;
+  /** From `start()`, e.g. that sbxd serves no links. */
+  warnings?: string[];
+  [key: string]: unknown;
+}
+
+/** The actions of Anthropic's computer-use tool (computer_20250124, and zoom of computer_20251124). */
+export type DesktopActionName =
+  | 'screenshot' | 'zoom' | 'mouse_move' | 'left_click' | 'right_click' | 'middle_click' | 'double_click'
+  | 'triple_click' | 'left_click_drag' | 'left_mouse_down' | 'left_mouse_up' | 'scroll' | 'type' | 'key'
+  | 'hold_key' | 'cursor_position' | 'wait';
+
+/** One action as the tool's call gives it (`POST …/desktop/actions`); coordinates are the screen's pixels. */
+export interface DesktopAction {
+  action: DesktopActionName;
+  coordinate?: [number, number];
+  start_coordinate?: [number, number];
+  region?: [number, number, number, number];
+  text?: string;
+  scroll_direction?: 'up' | 'down' | 'left' | 'right';
+  scroll_amount?: number;
+  duration?: number;
+  max_width?: number;
+  max_height?: number;
+}
+
+/** An action's result: `{}`, `{x, y}` (cursor_position), `{png, width, height}` (screenshot, zoom; png base64). */
+export interface DesktopActionResult {
+  png?: string;
+  width?: number;
+  height?: number;
+  x?: number;
+  y?: number;
+  stderr?: string;
+  [key: string]: unknown;
+}
+
+/** Mouse buttons of `Desktop.click`. */
+export type MouseButton = 'left' | 'right' | 'middle';

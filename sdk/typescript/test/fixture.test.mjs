@@ -334,4 +334,14 @@ describe('sbxd guest fixture', { skip }, () => {
     await assert.rejects(unix.snapshots.get('nope'), NotFoundError);
     assert.ok((await sb.history()).length > 0);
   });
+
+  // One that runs: the nested harness; no desktop starts on this host.
+  test('desktop: none running', async () => {
+    const info = await sb.desktop.status();
+    assert.deepEqual([info.running, info.display, info.width, info.vncPort, info.url], [false, null, null, null, null]);
+    await assert.rejects(sb.desktop.screenshot(), InvalidStateError);
+    await assert.rejects(sb.desktop.click(1, 2), InvalidStateError);
+    await assert.rejects(sb.desktop.action({ action: 'dance' }), InvalidArgumentError);
+    await assert.rejects(off.desktop.status(), InvalidStateError);
+  });
 });

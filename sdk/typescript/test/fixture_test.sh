@@ -2,8 +2,8 @@
 # The TypeScript SDK's level-0 tests (sdk/typescript/README.md): node --test
 # over dist/ against sbxd's real server and API over a host sbx-agent
 # (sbxd_guest_fixture: sbx_run runs, sbx_off is stopped), plus the retry
-# policy against a local stub server and the tar reader/writer against GNU
-# tar. Builds dist/ with the pinned tsc first (npm ci only when the lock
+# policy and the desktop's requests against a local stub server and the
+# tar reader/writer against GNU tar. Builds dist/ with the pinned tsc first (npm ci only when the lock
 # changed, through tests/npm-ci).
 # Usage: fixture_test.sh FIXTURE SBX_AGENT SRC
 set -euo pipefail
