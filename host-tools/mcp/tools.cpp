@@ -1,5 +1,7 @@
 #include "host-tools/mcp/tools.hpp"
 
+#include <fmt/format.h>
+
 namespace sbx::mcp {
 
 std::vector<ToolSpec> sandbox_tools() {
@@ -12,6 +14,13 @@ std::vector<ToolSpec> sandbox_tools() {
 }
 
 Json schema(const char* text) { return Json::parse(text); }
+
+std::string with_id(const char* properties, const char* required) {
+    return fmt::format(R"({{"type":"object","additionalProperties":false,"required":{},
+      "properties":{{"sandbox":{{"type":"string","minLength":1,"maxLength":128,
+      "description":"The sandbox's id (sbx_…), as sandbox_create or sandbox_list gave it"}}{}}}}})",
+                       required, properties);
+}
 
 Json hints(bool read_only, bool destructive, bool idempotent) {
     Json out = {{"readOnlyHint", read_only}, {"openWorldHint", false}};

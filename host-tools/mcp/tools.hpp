@@ -67,6 +67,9 @@ void add_desktop_tools(std::vector<ToolSpec>& tools);
 // Helpers the groups share (tools.cpp).
 // A schema from JSON text (the tables in the tool files).
 [[nodiscard]] Json schema(const char* text);
+// An input schema's text: the sandbox's id, then `properties` (JSON members,
+// each after a comma), `required` of them all, no other field.
+[[nodiscard]] std::string with_id(const char* properties, const char* required = R"(["sandbox"])");
 // {"readOnlyHint":…,"destructiveHint":…,"idempotentHint":…,"openWorldHint":false}:
 // every tool acts on this host's sandboxes only.
 [[nodiscard]] Json hints(bool read_only, bool destructive, bool idempotent);

@@ -3,8 +3,6 @@
 // (computer_20250124, zoom of computer_20251124), whose names and fields
 // desktop_action takes as they are, so that a model that knows that tool
 // knows this one. Screenshots come back as MCP image content.
-#include <fmt/format.h>
-
 #include "base/base64.hpp"
 #include "host-tools/mcp/tools.hpp"
 
@@ -15,11 +13,8 @@ namespace {
 // A screenshot's answer: at most 32 MiB of PNG (docs/api.md), as base64 in JSON.
 constexpr std::size_t kMaxActionAnswer = 48u << 20;
 
-constexpr const char* kSandbox =
-    R"js("sandbox":{"type":"string","minLength":1,"description":"The sandbox's id, as sandbox_create gave it"})js";
-
 // docs/api.md POST …/desktop/actions: the fields, their JSON types and the API's bounds.
-constexpr const char* kActionFields = R"js(
+constexpr const char* kActionFields = R"js(,
   "action":{"type":"string","enum":["screenshot","zoom","mouse_move","left_click","right_click","middle_click",
             "double_click","triple_click","left_click_drag","left_mouse_down","left_mouse_up","scroll","type","key",
             "hold_key","cursor_position","wait"]},
@@ -74,13 +69,15 @@ Result<Json> image_result(const Json& result, ToolContext& ctx) {
 }
 
 Result<Json> run_action(const Json& args, ToolContext& ctx) {
-    auto answer = call_json(ctx.api, post(sandbox_path(args, "/desktop/actions"), body_of(args)), kMaxActionAnswer);
+    auto answer =
+        call_json(ctx.api, post(sandbox_path(args, "/desktop/actions"), body_of(args)), kMaxActionAnswer);
     if (!answer) {
         return answer.error();
     }
     Json result = member(*answer, "result");
     if (!result.is_object()) {
-        return make_coded_error("bad_response", "no result in sbxd's answer to {}", args["action"].get<std::string>());
+        return make_coded_error("bad_response", "no result in sbxd's answer to {}",
+                                args["action"].get<std::string>());
     }
     if (result.contains("png")) {
         auto image = image_result(result, ctx);
@@ -97,14 +94,13 @@ Result<Json> run_action(const Json& args, ToolContext& ctx) {
 void add_desktop_tools(std::vector<ToolSpec>& tools) {
     tools.push_back(ToolSpec{
         "desktop_start", "Start a sandbox's desktop",
-        "Starts a graphical desktop in the sandbox (XFCE on display :1, 1280x800, unless said) unless one runs, and "
-        "returns it: url opens it in a person's browser with mouse and keyboard, viewOnlyUrl only shows it. Then "
-        "desktop_action drives it. Needs an image with the desktop (the default one).",
-        schema(fmt::format(R"js({{"type":"object","additionalProperties":false,"required":["sandbox"],"properties":{{{},
-          "display":{{"type":"integer","minimum":0,"maximum":99,"description":"X display number (default 1)"}},
-          "width":{{"type":"integer","minimum":64,"maximum":8192,"description":"Screen width in pixels (default 1280)"}},
-          "height":{{"type":"integer","minimum":64,"maximum":8192,"description":"Screen height in pixels (default 800)"}}}}}})js",
-                           kSandbox)
+        "Starts a graphical desktop in the sandbox (XFCE on display :1, 1280x800, unless said) unless one "
+        "runs, and returns it: url opens it in a person's browser with mouse and keyboard, viewOnlyUrl only "
+        "shows it. Then desktop_action drives it. Needs an image with the desktop (the default one).",
+        schema(with_id(R"js(,
+          "display":{"type":"integer","minimum":0,"maximum":99,"description":"X display number (default 1)"},
+          "width":{"type":"integer","minimum":64,"maximum":8192,"description":"Screen width in pixels (default 1280)"},
+          "height":{"type":"integer","minimum":64,"maximum":8192,"description":"Screen height in pixels (default 800)"})js")
                    .c_str()),
         schema(kDesktopOut), hints(false, false, true),
         [](const Json& args, ToolContext& ctx) -> Result<Json> {
@@ -117,10 +113,7 @@ void add_desktop_tools(std::vector<ToolSpec>& tools) {
     tools.push_back(ToolSpec{
         "desktop_status", "Show a sandbox's desktop",
         "Whether the sandbox's desktop runs, its display and size, and its links (url, viewOnlyUrl).",
-        schema(fmt::format(R"js({{"type":"object","additionalProperties":false,"required":["sandbox"],"properties":{{{}}}}})js",
-                           kSandbox)
-                   .c_str()),
-        schema(kDesktopOut), hints(true, false, true),
+        schema(with_id("").c_str()), schema(kDesktopOut), hints(true, false, true),
         [](const Json& args, ToolContext& ctx) -> Result<Json> {
             auto answer = call_json(ctx.api, get(sandbox_path(args, "/desktop")));
             if (!answer) {
@@ -130,16 +123,14 @@ void add_desktop_tools(std::vector<ToolSpec>& tools) {
         }});
     tools.push_back(ToolSpec{
         "desktop_action", "Use a sandbox's desktop",
-        "One action on the sandbox's running desktop (desktop_start first), with the names and fields of Anthropic's "
-        "computer-use tool: screenshot (returned as a PNG image), zoom (region, at full resolution), mouse_move, "
-        "left_click, right_click, middle_click, double_click, triple_click, left_click_drag (start_coordinate to "
-        "coordinate), left_mouse_down, left_mouse_up, scroll (scroll_direction, scroll_amount), type (text), key "
-        "(text, e.g. ctrl+s), hold_key (text, duration), cursor_position, wait (duration). Coordinates are the "
-        "screen's pixels.",
-        schema(fmt::format(R"js({{"type":"object","additionalProperties":false,"required":["sandbox","action"],"properties":{{{},{}}}}})js",
-                           kSandbox, kActionFields)
-                   .c_str()),
-        schema(kActionOut), hints(false, true, false), run_action});
+        "One action on the sandbox's running desktop (desktop_start first), with the names and fields of "
+        "Anthropic's computer-use tool: screenshot (returned as a PNG image), zoom (region, at full "
+        "resolution), mouse_move, left_click, right_click, middle_click, double_click, triple_click, "
+        "left_click_drag (start_coordinate to coordinate), left_mouse_down, left_mouse_up, scroll "
+        "(scroll_direction, scroll_amount), type (text), key (text, e.g. ctrl+s), hold_key (text, duration), "
+        "cursor_position, wait (duration). Coordinates are the screen's pixels.",
+        schema(with_id(kActionFields, R"(["sandbox","action"])").c_str()), schema(kActionOut),
+        hints(false, true, false), run_action});
 }
 
 }  // namespace sbx::mcp

@@ -8,15 +8,6 @@ namespace sbx::mcp {
 
 namespace {
 
-constexpr const char* kSandboxId = R"({"type":"string","minLength":1,"maxLength":128,
-  "description":"The sandbox's id (sbx_…), as sandbox_create or sandbox_list gave it"})";
-
-std::string with_id(const char* properties, const char* required = R"(["sandbox"])") {
-    return fmt::format(R"({{"type":"object","additionalProperties":false,"required":{},
-      "properties":{{"sandbox":{}{}}}}})",
-                       required, kSandboxId, properties);
-}
-
 const char* const kOneSandbox = R"({"type":"object","required":["sandbox"],"properties":{
   "sandbox":{"type":"object","description":"The sandbox as GET /v1/sandboxes/{id} shows it"}}})";
 const char* const kManySandboxes = R"({"type":"object","required":["sandboxes"],"properties":{
