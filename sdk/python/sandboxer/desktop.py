@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from ._http import Transport, quote
+from ._part import SandboxPart
 from .errors import SandboxerError
 from .models import DesktopInfo
-
-if TYPE_CHECKING:
-    from .sandbox import Sandbox
 
 _CLICKS = {("left", 1): "left_click", ("right", 1): "right_click", ("middle", 1): "middle_click",
            ("left", 2): "double_click", ("left", 3): "triple_click"}
@@ -31,19 +28,10 @@ def _point(x: int | None, y: int | None) -> list[int] | None:
     return [int(x), int(y)]
 
 
-class Desktop:
+class Desktop(SandboxPart):
     """Starts, shows and drives a sandbox's desktop (XFCE over VNC in the guest)."""
 
-    def __init__(self, sandbox: "Sandbox") -> None:
-        self._sandbox = sandbox
-
-    @property
-    def _base(self) -> str:
-        return f"/v1/sandboxes/{quote(self._sandbox.id)}/desktop"
-
-    @property
-    def _transport(self) -> Transport:
-        return self._sandbox._client._transport
+    _route = "desktop"
 
     def start(self, *, display: int | None = None, width: int | None = None,
               height: int | None = None) -> DesktopInfo:

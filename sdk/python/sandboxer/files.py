@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import IO, TYPE_CHECKING, Iterator
+from typing import IO, Iterator
 
-from ._http import Response, Transport, quote
+from ._http import Response
+from ._part import SandboxPart
 from ._tar import pack_tree, unpack_stream
 from .errors import NotFound
 from .models import FileEntry, FileStat, TarResult
-
-if TYPE_CHECKING:
-    from .sandbox import Sandbox
 
 _PIECE = 256 * 1024
 
@@ -38,19 +36,10 @@ class _CountingReader:
         return data
 
 
-class Files:
+class Files(SandboxPart):
     """Reads and writes a sandbox's files; paths are absolute guest paths."""
 
-    def __init__(self, sandbox: "Sandbox") -> None:
-        self._sandbox = sandbox
-
-    @property
-    def _base(self) -> str:
-        return f"/v1/sandboxes/{quote(self._sandbox.id)}/files"
-
-    @property
-    def _transport(self) -> Transport:
-        return self._sandbox._client._transport
+    _route = "files"
 
     def open(self, path: str) -> Response:
         """The file's bytes as a streamed response (``read()``, ``iter_chunks()``); close it."""
