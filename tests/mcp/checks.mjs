@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 export const TOOLS = ['sandbox_create', 'sandbox_list', 'sandbox_get', 'sandbox_delete', 'sandbox_stop',
   'sandbox_resume', 'sandbox_fork', 'exec', 'exec_start', 'exec_status', 'exec_output', 'exec_signal', 'write_stdin',
   'read_file', 'write_file', 'list_files', 'host_port', 'unhost_port', 'snapshot_create', 'snapshot_list',
-  'snapshot_delete', 'handoff_session'];
+  'snapshot_delete', 'handoff_session', 'desktop_start', 'desktop_status', 'desktop_action'];
 
 // A tool's structured result; throws with the tool error's text.
 // `timeout`: the client's wait in ms (the SDK's default is 60 s).
