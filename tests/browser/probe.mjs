@@ -16,8 +16,20 @@
 //                         echo: {messages, closeCode}
 //   sse CTX PATH          from the page's script: an EventSource on PATH
 //                         until the server ends the stream: {events}
+//   vnc CTX URL           navigate CTX to a desktop link (sbxd's noVNC page)
+//                         and wait until noVNC says it is connected (the
+//                         noVNC_connected class on <html>): {width, height}
+//                         of its canvas, the remote screen's size
+//   pixel CTX X Y [COLOR] the noVNC canvas's pixel at screen (X,Y) as
+//                         #rrggbb; with COLOR, wait (bounded) until it is
+//                         within 24 of it per channel: {color, matched}
+//   png FILE X Y...       a PNG file's pixels at the points: {colors,
+//                         width, height} (decoded by the browser)
+//   pngdiff A B X0 Y0 X1 Y1  how many pixels of the rectangle differ
+//                         between two PNG files of one size: {differ}
 //   close CTX | quit
 // Every reply has "ok" (false with "error" when the command threw).
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
@@ -124,6 +136,61 @@ const commands = {
       };
     }), [path, STEP_MS - 10_000]);
   },
+  async vnc(name, url) {
+    const { page } = await pageOf(name);
+    await page.goto(url, { waitUntil: 'load', timeout: STEP_MS });
+    await page.waitForFunction(() => document.documentElement.classList.contains('noVNC_connected'),
+      null, { timeout: STEP_MS, polling: 500 });
+    return page.evaluate(() => {
+      const c = document.querySelector('#noVNC_container canvas') || document.querySelector('canvas');
+      return { width: c.width, height: c.height };
+    });
+  },
+  async pixel(name, x, y, color) {
+    const { page } = await pageOf(name);
+    return page.evaluate(([x, y, color, limit]) => new Promise((resolve) => {
+      const c = document.querySelector('#noVNC_container canvas') || document.querySelector('canvas');
+      const end = performance.now() + limit;
+      const poll = () => {
+        const got = hex(c.getContext('2d').getImageData(x, y, 1, 1).data);
+        const matched = !color || near(got, color);
+        if (matched || performance.now() > end) resolve({ color: got, matched });
+        else setTimeout(poll, 250);
+      };
+      poll();
+      function hex(d) { return '#' + [d[0], d[1], d[2]].map((v) => v.toString(16).padStart(2, '0')).join(''); }
+      function near(a, b) {
+        for (let i = 1; i < 7; i += 2) {
+          if (Math.abs(parseInt(a.slice(i, i + 2), 16) - parseInt(b.slice(i, i + 2), 16)) > 24) return false;
+        }
+        return true;
+      }
+    }), [Number(x), Number(y), color, STEP_MS - 10_000]);
+  },
+  async png(file, ...xy) {
+    const points = [];
+    for (let i = 0; i + 1 < xy.length; i += 2) points.push([Number(xy[i]), Number(xy[i + 1])]);
+    return decodePng([file], (images, [points]) => {
+      const [{ data, width }] = images;
+      const colors = points.map(([x, y]) => '#' + [0, 1, 2].map((k) =>
+        data[(y * width + x) * 4 + k].toString(16).padStart(2, '0')).join(''));
+      return { colors, width, height: images[0].height };
+    }, [points]);
+  },
+  async pngdiff(a, b, x0, y0, x1, y1) {
+    return decodePng([a, b], (images, [r]) => {
+      const [p, q] = images;
+      if (p.width !== q.width || p.height !== q.height) throw new Error('the two PNGs differ in size');
+      let differ = 0;
+      for (let y = r[1]; y < r[3]; y++) {
+        for (let x = r[0]; x < r[2]; x++) {
+          const i = (y * p.width + x) * 4;
+          if (p.data[i] !== q.data[i] || p.data[i + 1] !== q.data[i + 1] || p.data[i + 2] !== q.data[i + 2]) differ++;
+        }
+      }
+      return { differ };
+    }, [[x0, y0, x1, y1].map(Number)]);
+  },
   async close(name) {
     const c = contexts.get(name);
     contexts.delete(name);
@@ -131,6 +198,27 @@ const commands = {
     return {};
   },
 };
+
+// decodePng FILES FN ARGS: FN(images, ARGS) run in a blank page of its
+// own, each image {width, height, data: RGBA bytes} decoded by the browser
+// (createImageBitmap), so the judge reads the pixels a browser would show.
+async function decodePng(files, fn, args) {
+  const { page } = await pageOf('png-decoder');
+  const b64 = files.map((f) => readFileSync(f).toString('base64'));
+  return page.evaluate(async ([b64, fnText, args]) => {
+    const images = [];
+    for (const b of b64) {
+      const bytes = Uint8Array.from(atob(b), (ch) => ch.charCodeAt(0));
+      const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
+      const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+      const ctx = canvas.getContext('2d');
+      ctx.drawImage(bitmap, 0, 0);
+      images.push({ width: bitmap.width, height: bitmap.height, data: ctx.getImageData(0, 0, bitmap.width, bitmap.height).data });
+    }
+    // eslint-disable-next-line no-new-func
+    return new Function(`return (${fnText})`)()(images, args);
+  }, [b64, fn.toString(), args]);
+}
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {

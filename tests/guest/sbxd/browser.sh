@@ -17,30 +17,12 @@
 # session.sh and lib.sh set w, sock, code, body, logdir, here:
 # shellcheck disable=SC2154
 
-br_dir=$here/../../browser
-br_missing=
-for br_need in /usr/bin/chromium /usr/bin/certutil /usr/bin/node "$br_dir/node_modules/playwright-core/package.json"; do
-  [ -e "$br_need" ] || br_missing="$br_missing $br_need"
-done
-if [ -n "$br_missing" ]; then
-  bad "browser: missing:$br_missing (chromium, libnss3-tools, nodejs; npm ci in tests/browser)"
-  return 0
-fi
-
+probe_ready browser || return 0
 br_port=8443  # sbxd's default --proxy-listen tcp:127.0.0.1:8443
 kill "$sbxd_pid"; wait "$sbxd_pid" 2>/dev/null
 start_sbxd --idle-minute-seconds 2
 
-# Chromium on Linux takes locally added roots from the NSS database in
-# $HOME/.pki/nssdb (docs/sbxd.md, "Certificates"): a throwaway HOME whose
-# database trusts sbxd's CA to issue server certificates (trust "C,,").
-br_home=$w/browser-home
-mkdir -p "$br_home/.pki/nssdb"
-sbxc ca >"$w/browser-ca.pem" 2>/dev/null
-certutil -N -d "sql:$br_home/.pki/nssdb" --empty-password >/dev/null 2>&1 &&
-  certutil -A -d "sql:$br_home/.pki/nssdb" -t C,, -n "Sandboxer local CA" -i "$w/browser-ca.pem" >/dev/null 2>&1
-check "browser: an NSS database trusts sbxd's CA" 0 "$?"
-
+probe_home browser
 api POST /v1/sandboxes '{"cpus":1,"memoryMib":1024,"noAutoStop":true,"labels":{"test":"browser"}}'
 check "browser: create answers 201" 201 "$code"
 br=$(py "b['sandbox']['id']" 2>/dev/null)
@@ -66,21 +48,7 @@ br_host=${br_url#https://}; br_host=${br_host%%[:/]*}
 case $br_url in https://*-8080.sbx.localhost:$br_port/) ok "browser: the private URL is $br_url" ;;
   *) bad "browser: sbx host's answer: $br_url" ;; esac
 
-# The probe: one Chromium for the whole part, one JSON line per command.
-# Its pipes, copied to plain descriptors (a coprocess's own are closed in
-# subshells), are written from a subshell that ignores SIGPIPE: a probe
-# that died fails its checks rather than kill the session. Replies are
-# read with a deadline.
-coproc br_probe { HOME=$br_home exec /usr/bin/node "$br_dir/probe.mjs" /usr/bin/chromium 2>>"$logdir/browser.log"; }
-br_pid=$br_probe_PID
-exec {br_in}>&"${br_probe[1]}" {br_out}<&"${br_probe[0]}"
-br_send() { (trap '' PIPE; printf '%s\n' "$*" >&"$br_in") 2>/dev/null; }
-br_do() { body=; br_send "$@" && IFS= read -r -t 960 body <&"$br_out"; }
-t=$(now)
-# shellcheck disable=SC2034 # py reads it
-IFS= read -r -t 960 body <&"$br_out"
-check "browser: headless Chromium starts" True "$(py "b.get('ready')" 2>/dev/null)"
-echo "SBXD-TIME: browser Chromium $(py "b.get('version')" 2>/dev/null) launch $(elapsed "$t") s"
+probe_start browser
 
 br_checks() {
   # 1. Private, no token: Sandboxer's own 401 page.
@@ -164,11 +132,7 @@ if [ "$(py "b.get('ready')" 2>/dev/null)" = True ]; then
 else
   tail -n 20 "$logdir/browser.log" | sed 's/^/browser.log: /'
 fi
-br_send quit
-wait_exit "$br_pid" 120
-check "browser: the probe and Chromium end" 0 "${st:-still running}"
-[ -z "$st" ] && kill "$br_pid" 2>/dev/null
-exec {br_in}>&- {br_out}<&-
+probe_end browser
 # A delete while an idle pause is under way would be 409 (docs/api.md: one
 # operation at a time); with the idle pause off, wait out one that began.
 br_settled() { api GET "/v1/sandboxes/$br"; case $(py "b['sandbox']['state']" 2>/dev/null) in running | paused) ;; *) false ;; esac; }

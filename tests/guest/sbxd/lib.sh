@@ -166,3 +166,57 @@ cgroups=/sys/fs/cgroup/sandboxer
 
 # sbxc ARGS: the sbx command line against this sbxd (piped: JSON).
 sbxc() { SBX_HOST=unix:$sock "$sbx" "$@"; }
+
+# A real headless Chromium through tests/browser/probe.mjs (the browser and
+# desktop parts; tests/guest/sbxd.sh runs `npm ci` there at level 0, as
+# level 1 has no network). PART names the part in check lines.
+# probe_ready PART: Chromium, certutil, node and playwright-core are there;
+# else a bad line and status 1.
+probe_ready() {
+  local need missing=
+  for need in /usr/bin/chromium /usr/bin/certutil /usr/bin/node "$here/../../browser/node_modules/playwright-core/package.json"; do
+    [ -e "$need" ] || missing="$missing $need"
+  done
+  [ -z "$missing" ] && return 0
+  bad "$1: missing:$missing (chromium, libnss3-tools, nodejs; npm ci in tests/browser)"
+  return 1
+}
+# probe_home PART: $probe_home, a throwaway HOME whose NSS database trusts
+# sbxd's CA to issue server certificates (trust "C,,"): Chromium on Linux
+# takes locally added roots from $HOME/.pki/nssdb (docs/sbxd.md,
+# "Certificates").
+probe_home() {
+  probe_home=$w/$1-home
+  mkdir -p "$probe_home/.pki/nssdb"
+  sbxc ca >"$w/$1-ca.pem" 2>/dev/null
+  certutil -N -d "sql:$probe_home/.pki/nssdb" --empty-password >/dev/null 2>&1 &&
+    certutil -A -d "sql:$probe_home/.pki/nssdb" -t C,, -n "Sandboxer local CA" -i "$w/$1-ca.pem" >/dev/null 2>&1
+  check "$1: an NSS database trusts sbxd's CA" 0 "$?"
+}
+# probe_start PART: the probe as a coprocess, one Chromium for the part,
+# its log in $logdir/PART.log; checks that Chromium starts. Its pipes,
+# copied to plain descriptors (a coprocess's own are closed in subshells),
+# are written from a subshell that ignores SIGPIPE: a probe that died
+# fails its checks rather than kill the session. br_do CMD... sends one
+# command and reads its JSON reply into $body, with a deadline.
+probe_start() {
+  local t
+  coproc br_probe { HOME=$probe_home exec /usr/bin/node "$here/../../browser/probe.mjs" /usr/bin/chromium 2>>"$logdir/$1.log"; }
+  br_pid=$br_probe_PID
+  exec {br_in}>&"${br_probe[1]}" {br_out}<&"${br_probe[0]}"
+  t=$(now)
+  body=
+  IFS= read -r -t 960 body <&"$br_out"
+  check "$1: headless Chromium starts" True "$(py "b.get('ready')" 2>/dev/null)"
+  echo "SBXD-TIME: $1 Chromium $(py "b.get('version')" 2>/dev/null) launch $(elapsed "$t") s"
+}
+br_send() { (trap '' PIPE; printf '%s\n' "$*" >&"$br_in") 2>/dev/null; }
+br_do() { body=; br_send "$@" && IFS= read -r -t 960 body <&"$br_out"; }
+# probe_end PART: ends the probe and its Chromium.
+probe_end() {
+  br_send quit
+  wait_exit "$br_pid" 120
+  check "$1: the probe and Chromium end" 0 "${st:-still running}"
+  [ -z "$st" ] && kill "$br_pid" 2>/dev/null
+  exec {br_in}>&- {br_out}<&-
+}
