@@ -6,7 +6,7 @@
 # answering, `user` in groups sudo and docker). Runs inside the guest, as
 # root or as `user`; prints one "ok: ..." or "FAIL: ..." line per check and
 # a closing count. Exit status: the number of failed checks (0: all passed).
-# Not wired into meson or tests/run yet.
+# Run in a sandbox by the full_image part of the guest test sbxd-full.
 # Usage: full_tools.sh [TIMEOUT_S]   (per command, default 300: the nested
 # harness is 10-50x slower than hardware)
 set -u

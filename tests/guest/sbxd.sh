@@ -32,18 +32,32 @@ for f in "$ctl" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx/sbx" "$buil
   [ -x "$f" ] || fail "no $f (build it first)"
 done
 agent_image rootfs-slim
+# The full_image and desktop parts' image: the default one (images/build rootfs, with
+# this build's agent), 3.6 GiB of data in a 6 GiB sparse file. Level 1
+# reads it in place from the artifact cache it mounts over 9p (read-only,
+# tests/nested), never a copy: sbxd's sandboxes put a qcow2 overlay on it,
+# so only the blocks a guest reads cross 9p. A cold cache builds its base
+# first (apt: about 25 minutes here, network).
+case " $parts " in *" full_image "* | *" desktop "*)
+  t0=$SECONDS
+  SBX_SBXD_FULL_IMAGE=$(SBX_AGENT=$agent "$src/images/build" rootfs) || fail "images/build rootfs failed"
+  export SBX_SBXD_FULL_IMAGE
+  echo "full image: $SBX_SBXD_FULL_IMAGE ($((SECONDS - t0)) s)"
+  need_cmd gcc "tools/build compiles the static guest tools"
+  cp "$("$src/tests/guest/tools/build")/sbx-web" "$work/" ;;
+esac
 # The abuse part's hostile guest (tests/guest/tools/sbx-hostile.c), copied
 # where level 1 finds it: the test's folder.
 case " $parts " in *" abuse "*)
   need_cmd gcc "tools/build compiles the static guest tools"
   cp "$("$src/tests/guest/tools/build")/sbx-hostile" "$work/" ;;
 esac
-# The browser part's playwright-core and the mcp part's MCP SDK, from the
+# The browser and desktop parts' playwright-core and the mcp part's MCP SDK, from the
 # npm registry, which only level 0 reaches: installed here, before level 1,
 # and again only when package-lock.json changed. Without them the part
 # fails and says so.
-case " $parts " in *" browser "*)
-  "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-$group: the browser part will fail" >&2 ;;
+case " $parts " in *" browser "* | *" desktop "*)
+  "$src/tests/npm-ci" "$src/tests/browser" || echo "sbxd-$group: the browser and desktop parts will fail" >&2 ;;
 esac
 case " $parts " in *" mcp "*)
   "$src/tests/npm-ci" "$src/tests/mcp" || echo "sbxd-$group: the mcp part will fail" >&2 ;;
@@ -64,7 +78,11 @@ esac
 # the time; level 1 then wedged with an interrupt left pending about once
 # in 30 minutes, which tests/nested's periodic tick for one CPU is meant
 # to end (tests/harness/README.md, "One level-1 CPU"; not yet soaked).
-run_nested "$work/out" --cpus "${SBXD_LEVEL1_CPUS:-2}" --timeout "${SBXD_LEVEL1_TIMEOUT:-3300}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
+# SBXD_LEVEL1_MEM: level 1's memory in MiB (default 4096; the full group's
+# sandbox has 1.5 GiB and its stop writes that much to level 1's tmpfs).
+mem=${SBXD_LEVEL1_MEM:-4096}
+[ "$group" != full ] || mem=${SBXD_LEVEL1_MEM:-6144}
+run_nested "$work/out" --cpus "${SBXD_LEVEL1_CPUS:-2}" --mem "$mem" --timeout "${SBXD_LEVEL1_TIMEOUT:-3300}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
   $parts

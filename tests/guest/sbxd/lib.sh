@@ -84,12 +84,19 @@ elapsed() {
 # sbxd_images KERNEL ROOTFS_TAR: an images/build-shaped cache in $w/images
 # with the kernel and the unpacked slim image (images/build rootfs-slim,
 # sbxd's image slim), which start_sbxd makes sbxd's default
-# (bench/sbx_session.sh too). The full image is never there.
+# (bench/sbx_session.sh too). The full image (sbxd's image default) is
+# there only when $SBX_SBXD_FULL_IMAGE names it (tests/guest/sbxd.sh, the
+# full group): a link to the artifact cache's file, read in place.
 sbxd_images() {
   mkdir -p "$w/images/kernel/k" "$w/images/rootfs-slim/r"
   ln -s "$1" "$w/images/kernel/k/vmlinux"
   tar -C "$w/images/rootfs-slim/r" -xSf "$2" || { echo "FAIL: unpacking $2"; exit 1; }
   touch "$w/images/kernel/k/.complete" "$w/images/rootfs-slim/r/.complete"
+  if [ -n "${SBX_SBXD_FULL_IMAGE:-}" ]; then
+    mkdir -p "$w/images/rootfs-full/f"
+    ln -s "$SBX_SBXD_FULL_IMAGE" "$w/images/rootfs-full/f/rootfs.ext4"
+    touch "$w/images/rootfs-full/f/.complete"
+  fi
 }
 
 # sbxd_internet, sbxd_internet_down and sbxd_net_flags (the test's
