@@ -59,10 +59,10 @@ for spec in sys.argv[1:]:
     server = http.server.ThreadingHTTPServer((address, int(port)), functools.partial(Handler, directory=root))
     threading.Thread(target=server.serve_forever, daemon=True).start()
 threading.Event().wait()'
-  inet_in python3 -c "$serve" "$inet_dir/public,$inet_public,80" "$inet_dir/private,$inet_private,80" \
+  inet_in /usr/bin/python3 -c "$serve" "$inet_dir/public,$inet_public,80" "$inet_dir/private,$inet_private,80" \
     "$inet_dir/smtp,$inet_public,25" >/dev/null 2>"$inet_dir/servers.log" &
   inet_pids+=($!)
-  python3 -c "$serve" "$inet_dir/host,0.0.0.0,$inet_host_port" >/dev/null 2>>"$inet_dir/servers.log" &
+  /usr/bin/python3 -c "$serve" "$inet_dir/host,0.0.0.0,$inet_host_port" >/dev/null 2>>"$inet_dir/servers.log" &
   inet_pids+=($!)
   inet_in /usr/sbin/dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
     --listen-address="$inet_public" --bind-interfaces --pid-file="$inet_dir/dns.pid" \

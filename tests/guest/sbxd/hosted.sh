@@ -97,7 +97,7 @@ rm -f "$w/upload.bin"
 
 # A WebSocket through the proxy.
 check "hosted: a WebSocket echoes through the proxy" "echo: ping-1 echo: ping-2" \
-  "$(python3 "$here/ws_probe.py" "$w/ca.pem" "${hp_host%:*}" "$hp_port" "X-Sbx-Auth: $hp_token" ping-1 ping-2 2>&1 | xargs)"
+  "$(/usr/bin/python3 "$here/ws_probe.py" "$w/ca.pem" "${hp_host%:*}" "$hp_port" "X-Sbx-Auth: $hp_token" ping-1 ping-2 2>&1 | xargs)"
 
 # --public, --localhost, and a port with nothing on it.
 body=$(sbxc --json host "$hp" 8081 --localhost --public 2>/dev/null | tail -n 1)
@@ -113,7 +113,7 @@ check "hosted: ... on Sandboxer's own page" "Sandboxer · HTTP 502" \
   "$(hp_curl "$hp_none_url" 2>/dev/null | sed 's/<[^>]*>//g' | grep -o 'Sandboxer · HTTP [0-9]*' | tail -n 1)"
 check "hosted: an unknown host: 404" 404 "$(hp_status "https://nosuch-8080.sbx.localhost:$hp_port/")"
 check "hosted: sbx host ls lists the three ports, by port" "9 8080 8081" \
-  "$(sbxc --json host ls "$hp" 2>/dev/null | tail -n 1 | python3 -c 'import json,sys; print(*[p["port"] for p in json.load(sys.stdin)["hostedPorts"]])')"
+  "$(sbxc --json host ls "$hp" 2>/dev/null | tail -n 1 | /usr/bin/python3 -I -S -c 'import json,sys; print(*[p["port"] for p in json.load(sys.stdin)["hostedPorts"]])')"
 
 # Proxied traffic is activity; a paused sandbox wakes for a request.
 hp_pid=$(hp_curl "${hp_url}pid" -H "X-Sbx-Auth: $hp_token" 2>/dev/null)

@@ -177,7 +177,7 @@ check "network: back to the internet" "200 hello from the internet ok" "$code $(
 nw_other_inet=203.0.113.20
 mkdir -p "$w/other-inet" && echo "hello from another public address" >"$w/other-inet/index.html"
 inet_in ip addr add "$nw_other_inet/24" dev eth0 || bad "network: $nw_other_inet in the internet's namespace"
-inet_in python3 -m http.server 80 --bind "$nw_other_inet" --directory "$w/other-inet" >/dev/null 2>&1 &
+inet_in /usr/bin/python3 -m http.server 80 --bind "$nw_other_inet" --directory "$w/other-inet" >/dev/null 2>&1 &
 nw_other_srv=$!
 nw_other_serves() { [ "$(l1_fetch "http://$nw_other_inet/")" = "hello from another public address ok" ]; }
 wait_until 120 "the server on $nw_other_inet" nw_other_serves

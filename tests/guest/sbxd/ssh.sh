@@ -60,7 +60,7 @@ check "ssh: sbx forward ends 0 on Ctrl-C" 0 "$?"
 
 # sbx forward --reverse: a level-1 server inside the guest.
 mkdir -p "$w/rev" && echo hello from level 1 >"$w/rev/index.html"
-(cd "$w/rev" && exec python3 -m http.server 19000 --bind 127.0.0.1) >/dev/null 2>&1 &
+(cd "$w/rev" && exec /usr/bin/python3 -m http.server 19000 --bind 127.0.0.1) >/dev/null 2>&1 &
 sh_srv=$!
 HOME=$sh_home XDG_CONFIG_HOME=$sh_home/.config SBX_HOST=unix:$sock "$sbx" forward --reverse "$sh_id" 19001:19000 \
   >"$logdir/reverse.out" 2>&1 &
