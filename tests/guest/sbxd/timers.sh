@@ -59,7 +59,7 @@ if [ -n "$tm_a" ]; then
   body=$(sbxc ttl "$tm_a" off 2>/dev/null | tail -n 1)
   check "timers: sbx ttl off: no deadline" None "$(py "b['autoStopAt']" 2>/dev/null)"
   api DELETE "/v1/sandboxes/$tm_a"
-  check "timers: delete of the auto-stopped sandbox" 200 "$code"
+  check "timers: delete of the auto-stopped sandbox" 200 "$code" && tm_ids=${tm_ids/ $tm_a/}
 fi
 
 # 2. The idle pause, and the wake on request. After the warm template: no
@@ -100,7 +100,8 @@ fi
 # one operation at a time): wait out one that began before idle off.
 tm_settled() { case $(tm_state "$1") in running | paused | stopped) ;; *) false ;; esac; }
 for s in $tm_ids; do
-  WAIT_INTERVAL=0.5 wait_until 180 "$s to be running, paused or stopped" tm_settled "$s"
+  WAIT_INTERVAL=0.5 wait_until 180 "$s to be running, paused or stopped" tm_settled "$s" ||
+    bad "timers: $s is still '$(tm_state "$s")'"
   api DELETE "/v1/sandboxes/$s"
 done
 api GET "/v1/sandboxes?labels=test%3Dtimers"
