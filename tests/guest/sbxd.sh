@@ -73,20 +73,22 @@ esac
 # SBXD_LEVEL1_TIMEOUT: level 1's bound in seconds (scripts/soak-sbxd
 # raises it with the kills it asks for; meson's own timeout must be above).
 # SBXD_LEVEL1_CPUS: level 1's CPUs (default 2). With 1 (every sandbox
-# here has one vCPU) the parts' own steps (curl, Python, sbx, node,
-# Chromium) start about three times faster and a group takes about 60% of
-# the time; level 1 then wedged with an interrupt left pending about once
-# in 30 minutes, which tests/nested's periodic tick for one CPU is meant
-# to end (tests/harness/README.md, "One level-1 CPU"; not yet soaked).
+# here has one vCPU) a process starts about three times faster, but two
+# such groups side by side on a 2-core host end no sooner than two-CPU
+# ones one at a time, and a one-CPU level 1 needs tests/nested's periodic
+# tick against a lost interrupt (tests/harness/README.md, "One level-1
+# CPU"; not yet soaked).
 # SBXD_LEVEL1_MEM: level 1's memory in MiB (default 4096; the full group's
 # sandbox has 1.5 GiB and its stop writes that much to level 1's tmpfs).
 mem=${SBXD_LEVEL1_MEM:-4096}
 [ "$group" != full ] || mem=${SBXD_LEVEL1_MEM:-6144}
+t_level1=$SECONDS
 run_nested "$work/out" --cpus "${SBXD_LEVEL1_CPUS:-2}" --mem "$mem" --timeout "${SBXD_LEVEL1_TIMEOUT:-3300}" -- /bin/bash "$src/tests/guest/sbxd/session.sh" \
   "$kernel" "$image" "$build/host-tools/sbxd/sbxd" "$build/host-tools/sbx-vmm/sbx-vmm" "$ctl" \
   "$build/host-tools/sbx/sbx" "$work" \
   $parts
-printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SBXD' || true
+printf '%s\n' "$log" | grep -E '^(ok|FAIL): |^SBXD|^wait: gave up' || true
+echo "SBXD-TIME: level 1 (boot, session, power-off; retries too) $((SECONDS - t_level1)) s; the test so far $SECONDS s"
 if [ "$status" -ne 0 ]; then
   printf '%s\n' "$log" | tail -n 30 >&2
   for f in "$work"/sbxd.*.log; do echo "== $f" >&2; tail -n 20 "$f" >&2 || true; done

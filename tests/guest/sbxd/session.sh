@@ -52,10 +52,12 @@ state=$w/state sock=$w/sbxd.sock
 sbxd_pid=
 trap 'kill -9 $sbxd_pid 2>/dev/null; pkill -9 -f -- "--snapshot-dir $state/" 2>/dev/null; sbxd_internet_down; rm -rf "$w"' EXIT
 
+t_session=$EPOCHREALTIME
 sbxd_images "$kernel" "$image_tar"
 sbxd_internet "$logdir"  # its servers' logs stay with the test's
 start_sbxd
 echo "SBXD-DRIVER: $(grep -o 'sbx-vmm .*adopted' "$logdir/sbxd.1.log")"
+echo "SBXD-TIME: session set-up (images, internet, sbxd) $(elapsed "$t_session") s"
 # A part that ended in an earlier level-1 attempt of this test (run_nested
 # runs the session again after a level-1 panic, wedge or a triple fault
 # from below) is not run again: its check lines, kept in $logdir/parts-done
@@ -100,7 +102,9 @@ for part in "${parts[@]}"; do
     echo c >/proc/sysrq-trigger
   fi
 done
+t=$(now)
 kill "$sbxd_pid"; wait "$sbxd_pid"
 check "sbxd exits 0 on SIGTERM" 0 "$?"
+echo "SBXD-TIME: sbxd's SIGTERM $(elapsed "$t") s; the session $(elapsed "$t_session") s"
 echo "SBXD-SESSION-FAILURES: $failures"
 exit "$failures"
