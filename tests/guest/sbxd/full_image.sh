@@ -95,12 +95,7 @@ YAML
   wait_until 300 "the kept container answers" fi_answers 18082 kept
   keep_before=$(fi_keep_state)
   check "full_image: the kept container runs" true "${keep_before%% *}"
-  t=$(now)
-  api POST "/v1/sandboxes/$fi/stop" '{}'
-  check "full_image: stop with memory answers 200" 200 "$code"
-  api POST "/v1/sandboxes/$fi/resume" '{}'
-  check "full_image: resume restores the memory" True "$(py "b['memoryRestored']" 2>/dev/null)"
-  echo "SBXD-TIME: full_image stop+resume $(elapsed "$t") s"
+  stop_resume full_image "$fi"
   check "full_image: after resume the kept container is the same process" "$keep_before" "$(fi_keep_state)"
   check "full_image: ... and answers" kept "$(fi_curl 18082)"
   t=$(now)

@@ -162,6 +162,17 @@ state_changes() {
   api GET "/v1/events?after=$2"
   py "' '.join(e['data']['from'] + '>' + e['data']['to'] + (':' + e['data']['reason'] if e['data'].get('reason') else '') for e in b['events'] if e['sandboxId'] == '$1' and e['type'] == 'state')" 2>/dev/null
 }
+# stop_resume PART ID: stop ID with its memory and resume it, checked as
+# PART's, with the time both took as SBXD-TIME.
+stop_resume() {
+  local t
+  t=$(now)
+  api POST "/v1/sandboxes/$2/stop" '{}'
+  check "$1: stop with memory answers 200" 200 "$code"
+  api POST "/v1/sandboxes/$2/resume" '{}'
+  check "$1: resume restores the memory" True "$(py "b['memoryRestored']" 2>/dev/null)"
+  echo "SBXD-TIME: $1 stop+resume $(elapsed "$t") s"
+}
 counter_of() { agent "$1" exec -- cat /tmp/counter; }
 counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
 # The sandboxes' VMMs (a warm template's build is another).
