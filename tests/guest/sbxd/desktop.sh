@@ -55,6 +55,8 @@ dk_pixel() {
   br_do png "$w/desktop-pixel.png" 0 0
   py "b.get('colors', [b.get('error')])[0]" 2>/dev/null
 }
+# dk_pixel_is X Y COLOUR: the screen shows COLOUR at X Y.
+dk_pixel_is() { [ "$(dk_pixel "$1" "$2")" = "$3" ]; }
 # dk_guest CMD: CMD in the guest as the desktop's user, on its display.
 dk_guest() { sbxc exec "$dk" --timeout 5m -- env DISPLAY=:1 sh -c "$1" 2>&1; }
 # dk_window TITLE: "X Y W H" of the window's client area on the screen.
@@ -133,8 +135,7 @@ if [ "$code" = 201 ] && [ -n "$dk" ]; then
   check "desktop: the button window is on the screen, 500x300" 500x300 "${dk_ww:-?}x${dk_wh:-?}" || dk_diag
   # a point inside it, clear of its frame and text (Xaw's text area)
   dk_px=$((${dk_wx:-700} + 300)) dk_py=$((${dk_wy:-400} + 150))
-  dk_green_now() { [ "$(dk_pixel "$dk_px" "$dk_py")" = "$dk_green" ]; }
-  WAIT_INTERVAL=3 wait_until 300 "the green window on the guest's screen" dk_green_now
+  WAIT_INTERVAL=3 wait_until 300 "the green window on the guest's screen" dk_pixel_is "$dk_px" "$dk_py" "$dk_green"
   check "desktop: the zoom action shows the green window at $dk_px,$dk_py" "$dk_green" "$(dk_pixel "$dk_px" "$dk_py")" || dk_diag
   sbxc exec "$dk" --detach -- env DISPLAY=:1 "${dk_editor[@]}" >/dev/null 2>&1
   check "desktop: the editor starts (exec --detach)" 0 "$?"
@@ -142,8 +143,7 @@ if [ "$code" = 201 ] && [ -n "$dk" ]; then
   read -r dk_ex dk_ey dk_ew dk_eh <<<"$(dk_window sbx-editor)"
   check "desktop: the editor is on the screen" yes "$([ "${dk_ew:-0}" -gt 100 ] && [ "${dk_eh:-0}" -gt 50 ] && echo yes)" || dk_diag
   # painted: its lower right is the editor's white (the text starts top left)
-  dk_editor_white() { [ "$(dk_pixel $((dk_ex + dk_ew - 30)) $((dk_ey + dk_eh - 30)))" = '#ffffff' ]; }
-  WAIT_INTERVAL=3 wait_until 300 "the editor painted" dk_editor_white
+  WAIT_INTERVAL=3 wait_until 300 "the editor painted" dk_pixel_is $((dk_ex + dk_ew - 30)) $((dk_ey + dk_eh - 30)) '#ffffff'
   check "desktop: ... painted white" 0 "$?"
   echo "SBXD-TIME: desktop the known picture $(elapsed "$t") s"
   check "desktop: the API's screenshot answers 200" 200 "$(dk_shot page)"
@@ -173,15 +173,15 @@ if [ "$code" = 201 ] && [ -n "$dk" ]; then
   }
   WAIT_INTERVAL=5 wait_until 300 "the typed text on the screen" dk_typed
   check "desktop: the typed text changed the editor's pixels" True "$(py "b.get('differ', 0) > 500" 2>/dev/null)"
-  # ... and reached the program in it: Return ends the line cat writes.
+  br_do pngdiff "$logdir/desktop-before-type.png" "$logdir/desktop-after-type.png" \
+    $((dk_wx + 20)) $((dk_wy + 20)) $((dk_wx + dk_ww - 20)) $((dk_wy + dk_wh - 40))
+  check "desktop: ... and not the green window's" 0 "$(py "b.get('differ', b.get('error'))" 2>/dev/null)"
+  # The typed line reached the program in the editor: Return ends the line cat writes.
   dk_action '{"action":"key","text":"Return"}'
   check "desktop: key Return answers 200" 200 "$code"
   dk_got() { [ "$(dk_guest 'cat /tmp/sbx-typed')" = "HELLO SANDBOX" ]; }
   WAIT_INTERVAL=3 wait_until 120 "the typed line in the editor's program" dk_got
   check "desktop: the editor's program read the typed line" "HELLO SANDBOX" "$(dk_guest 'cat /tmp/sbx-typed')"
-  br_do pngdiff "$logdir/desktop-before-type.png" "$logdir/desktop-after-type.png" \
-    $((dk_wx + 20)) $((dk_wy + 20)) $((dk_wx + dk_ww - 20)) $((dk_wy + dk_wh - 40))
-  check "desktop: ... and not the green window's" 0 "$(py "b.get('differ', b.get('error'))" 2>/dev/null)"
   # The button: xmessage exits 7 and the blue window takes its place.
   dk_btn=$(dk_button)
   dk_bx=${dk_btn% *} dk_by=${dk_btn#* }
@@ -190,8 +190,7 @@ if [ "$code" = 201 ] && [ -n "$dk" ]; then
     echo "SBXD-DIAG: desktop: button '$dk_btn', window $dk_wx $dk_wy $dk_ww $dk_wh"
   dk_action "{\"action\":\"left_click\",\"coordinate\":[${dk_bx:-0},${dk_by:-0}]}"
   check "desktop: left_click on the button answers 200" 200 "$code"
-  dk_blue_now() { [ "$(dk_pixel "$dk_px" "$dk_py")" = "$dk_blue" ]; }
-  WAIT_INTERVAL=3 wait_until 300 "the blue window" dk_blue_now
+  WAIT_INTERVAL=3 wait_until 300 "the blue window" dk_pixel_is "$dk_px" "$dk_py" "$dk_blue"
   check "desktop: the click turned the window blue (zoom action)" "$dk_blue" "$(dk_pixel "$dk_px" "$dk_py")" || dk_diag
   check "desktop: ... and the API's screenshot" "$dk_blue" "$([ "$(dk_shot after-click)" = 200 ] && dk_png after-click "$dk_px" "$dk_py")"
   br_do pixel a "$dk_px" "$dk_py" "$dk_blue"

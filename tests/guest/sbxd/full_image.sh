@@ -98,12 +98,7 @@ YAML
   stop_resume full_image "$fi"
   check "full_image: after resume the kept container is the same process" "$keep_before" "$(fi_keep_state)"
   check "full_image: ... and answers" kept "$(fi_curl 18082)"
-  t=$(now)
-  api POST "/v1/sandboxes/$fi/stop" '{"memory":false}'
-  check "full_image: stop without memory answers 200" 200 "$code"
-  api POST "/v1/sandboxes/$fi/resume" '{}'
-  check "full_image: resume without memory cold-boots" False "$(py "b['memoryRestored']" 2>/dev/null)"
-  echo "SBXD-TIME: full_image stop+cold boot $(elapsed "$t") s"
+  stop_resume full_image "$fi" cold
   wait_until 600 "the kept container is back after the boot" fi_answers 18082 kept
   keep_after=$(fi_keep_state)
   check "full_image: after a cold boot the kept container runs again" true "${keep_after%% *}"

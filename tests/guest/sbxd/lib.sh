@@ -162,16 +162,19 @@ state_changes() {
   api GET "/v1/events?after=$2"
   py "' '.join(e['data']['from'] + '>' + e['data']['to'] + (':' + e['data']['reason'] if e['data'].get('reason') else '') for e in b['events'] if e['sandboxId'] == '$1' and e['type'] == 'state')" 2>/dev/null
 }
-# stop_resume PART ID: stop ID with its memory and resume it, checked as
-# PART's, with the time both took as SBXD-TIME.
+# stop_resume PART ID [cold]: stop ID with its memory (cold: without) and
+# resume it (cold: a boot), checked as PART's, with the time both took as
+# SBXD-TIME.
 stop_resume() {
-  local t
+  local t stop='{}' with='with memory' resumed='restores the memory' restored=True what=stop+resume
+  [ "${3:-}" != cold ] ||
+    stop='{"memory":false}' with='without memory' resumed='without memory cold-boots' restored=False what='stop+cold boot'
   t=$(now)
-  api POST "/v1/sandboxes/$2/stop" '{}'
-  check "$1: stop with memory answers 200" 200 "$code"
+  api POST "/v1/sandboxes/$2/stop" "$stop"
+  check "$1: stop $with answers 200" 200 "$code"
   api POST "/v1/sandboxes/$2/resume" '{}'
-  check "$1: resume restores the memory" True "$(py "b['memoryRestored']" 2>/dev/null)"
-  echo "SBXD-TIME: $1 stop+resume $(elapsed "$t") s"
+  check "$1: resume $resumed" "$restored" "$(py "b['memoryRestored']" 2>/dev/null)"
+  echo "SBXD-TIME: $1 $what $(elapsed "$t") s"
 }
 counter_of() { agent "$1" exec -- cat /tmp/counter; }
 counter_pid() { pid=$(agent "$1" status "$proc" 2>/dev/null | sed -n 's/.*"pid":\([0-9]*\).*/\1/p'); [ -n "$pid" ]; }
